@@ -1,0 +1,1 @@
+//! Figures (placeholder, filled below).

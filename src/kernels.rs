@@ -1,0 +1,98 @@
+//! Primitives on slices shared by every chapter: dot products, softmax, RMSNorm, SiLU,
+//! matrix-vector products. They are written so LLVM vectorises them (independent
+//! accumulators over `chunks_exact`) and they are the only copies in the crate: the
+//! chapters and the model call these rather than writing their own.
+
+/// Dot product with eight independent accumulators, so the loop vectorises without
+/// `-ffast-math` (the summation order is fixed, hence deterministic).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "dot: lengths differ");
+    let mut acc = [0.0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    let mut tail = 0.0f32;
+    for (x, y) in ra.iter().zip(rb) {
+        tail += x * y;
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// Softmax in place, numerically stable (the maximum is subtracted first).
+/// An empty slice is left as it is.
+pub fn softmax_in_place(x: &mut [f32]) {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if !max.is_finite() {
+        return;
+    }
+    let mut sum = 0.0f32;
+    for v in x.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    let inv = 1.0 / sum;
+    for v in x.iter_mut() {
+        *v *= inv;
+    }
+}
+
+/// RMSNorm: `y = x / sqrt(mean(x²) + eps) ⊙ weight`. The mean square is accumulated in f32,
+/// as Hugging Face's Qwen3 implementation does after casting to float32.
+pub fn rmsnorm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+    assert_eq!(x.len(), weight.len(), "rmsnorm: weight length");
+    let ms = dot(x, x) / x.len() as f32;
+    let inv = 1.0 / (ms + eps).sqrt();
+    for ((o, &v), &w) in out.iter_mut().zip(x).zip(weight) {
+        *o = w * (v * inv);
+    }
+}
+
+/// SiLU (swish): `x · σ(x)`.
+pub fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// `out[r] = Σ_c w[r, c] · x[c]` for a row-major `[rows, x.len()]` matrix.
+pub fn matvec(w: &[f32], x: &[f32], out: &mut [f32]) {
+    let cols = x.len();
+    assert_eq!(w.len(), out.len() * cols, "matvec: shape");
+    for (o, row) in out.iter_mut().zip(w.chunks_exact(cols)) {
+        *o = dot(row, x);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_matches_f64_sum() {
+        let a: Vec<f32> = (0..37).map(|i| (i as f32 * 0.37).sin()).collect();
+        let b: Vec<f32> = (0..37).map(|i| (i as f32 * 0.11).cos()).collect();
+        let exact: f64 = a.iter().zip(&b).map(|(x, y)| *x as f64 * *y as f64).sum();
+        assert!((dot(&a, &b) as f64 - exact).abs() < 1e-5);
+    }
+
+    #[test]
+    fn softmax_sums_to_one_and_keeps_order() {
+        let mut x = vec![1.0, 3.0, 2.0, -1000.0];
+        softmax_in_place(&mut x);
+        assert!((x.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        assert!(x[1] > x[2] && x[2] > x[0] && x[3] == 0.0);
+    }
+
+    #[test]
+    fn rmsnorm_of_constant_vector_is_weight() {
+        let x = vec![3.0f32; 16];
+        let w: Vec<f32> = (0..16).map(|i| i as f32).collect();
+        let mut out = vec![0.0; 16];
+        rmsnorm(&x, &w, 0.0, &mut out);
+        for (o, wi) in out.iter().zip(&w) {
+            assert!((o - wi).abs() < 1e-6);
+        }
+    }
+}

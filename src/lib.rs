@@ -1,0 +1,24 @@
+//! # llm-anatomy
+//!
+//! A from-scratch, notebook-style anatomy of the parts of a modern LLM, mirroring a course
+//! chapter (sections 5.1–5.7) and its companion overview. Each module is a chapter; the
+//! claims registry ([`claims`]) computes every number the texts state and says whether it
+//! reproduces.
+//!
+//! | chapter | module | source |
+//! |---|---|---|
+//! | 1. Position encoding: RoPE, sinusoidal, equivariance | [`position`] | S0 5.1, S1 §1 |
+//! | 2. Long-range decay of RoPE scores | [`position::decay`] | S0 5.1.6–5.1.7 |
+//! | 3. Length extrapolation: PI, NTK, YaRN, llama3; tiled attention; memory | [`long_context`] | S0 5.2, S1 §2 |
+//! | appendix. The claims table | [`claims`] | both |
+//!
+//! Primitives shared by every chapter live in [`kernels`]; plots in [`figures`].
+
+pub mod claims;
+pub mod error;
+pub mod figures;
+pub mod kernels;
+pub mod long_context;
+pub mod position;
+
+pub use error::{Error, Result};

@@ -1,0 +1,484 @@
+//! RoPE frequency scaling for length extrapolation (source S0 5.2, S1 §2), following
+//! Hugging Face transformers' `modeling_rope_utils.py` (5.x) so a `rope_scaling` /
+//! `rope_parameters` object from any config.json gives the same `inv_freq` and
+//! `attention_factor` as transformers' own RoPE initialisation.
+//!
+//! * PI ("linear"): every `θ_i` divided by the factor `s` — position `m` acts as `m/s`.
+//! * NTK-aware ("dynamic" recomputes it from the current length): the base grows to
+//!   `base·s^{d/(d−2)}`, so the fastest plane keeps its speed and the slowest is divided
+//!   by exactly `s`.
+//! * YaRN: planes that turn more than `beta_fast` times over the original context keep
+//!   their speed, planes that turn fewer than `beta_slow` times are interpolated by `s`, a
+//!   linear ramp in between; logits are sharpened by `attention_factor = 0.1·ln s + 1`.
+//! * llama3: the same idea with wavelength thresholds `L/low_freq_factor` and
+//!   `L/high_freq_factor`.
+//! * LongRoPE: per-plane factors (short or long set, chosen by the sequence length).
+//!
+//! Claims backed: `ext.pi`, `ext.pi_resolution`, `ext.ntk_base`, `ext.yarn_bands`,
+//! `ext.direct_ood`, `ext.deepseek_v3`.
+
+use crate::error::{Error, Result};
+use crate::position::rope::{inv_freq as default_inv_freq, wavelength};
+use serde_json::Value;
+
+/// YaRN's parameters, with transformers' defaults filled in.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Yarn {
+    pub factor: f64,
+    pub original_max_position_embeddings: usize,
+    pub beta_fast: f64,
+    pub beta_slow: f64,
+    pub mscale: Option<f64>,
+    pub mscale_all_dim: Option<f64>,
+    pub attention_factor: Option<f64>,
+    pub truncate: bool,
+}
+
+/// llama3's parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Llama3 {
+    pub factor: f64,
+    pub low_freq_factor: f64,
+    pub high_freq_factor: f64,
+    pub original_max_position_embeddings: usize,
+}
+
+/// LongRoPE's parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LongRope {
+    pub short_factor: Vec<f64>,
+    pub long_factor: Vec<f64>,
+    pub factor: f64,
+    pub attention_factor: Option<f64>,
+    pub original_max_position_embeddings: usize,
+}
+
+/// Which frequency schedule a model uses.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RopeScaling {
+    Default,
+    Linear { factor: f64 },
+    Dynamic { factor: f64 },
+    Yarn(Yarn),
+    Llama3(Llama3),
+    LongRope(LongRope),
+    /// transformers' "proportional": only a fraction of the planes rotate, the rest get
+    /// frequency 0, and all frequencies are divided by `factor`.
+    Proportional { factor: f64 },
+}
+
+/// Everything that fixes a model's RoPE frequencies.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RopeConfig {
+    pub theta: f64,
+    /// The attention head dimension.
+    pub head_dim: usize,
+    /// Fraction of the head dimension that rotates (1 unless partial RoPE).
+    pub partial_rotary_factor: f64,
+    /// The model's `max_position_embeddings` (needed by dynamic NTK and as YaRN's default
+    /// original length).
+    pub max_position_embeddings: Option<usize>,
+    pub scaling: RopeScaling,
+}
+
+/// The result of a RoPE initialisation, as transformers' `ROPE_INIT_FUNCTIONS` return it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RopeInit {
+    pub inv_freq: Vec<f64>,
+    pub attention_factor: f64,
+}
+
+fn get_f64(obj: &Value, key: &str, what: &str) -> Result<Option<f64>> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .map(Some)
+            .ok_or_else(|| Error::field(what, key, format!("expected a number, got {v}"))),
+    }
+}
+
+fn get_usize(obj: &Value, key: &str, what: &str) -> Result<Option<usize>> {
+    match get_f64(obj, key, what)? {
+        None => Ok(None),
+        Some(x) if x >= 1.0 && x.fract() == 0.0 => Ok(Some(x as usize)),
+        Some(x) => Err(Error::field(what, key, format!("expected a positive integer, got {x}"))),
+    }
+}
+
+fn get_f64_list(obj: &Value, key: &str, what: &str) -> Result<Vec<f64>> {
+    let arr = obj
+        .get(key)
+        .and_then(Value::as_array)
+        .ok_or_else(|| Error::field(what, key, "missing (a list of numbers is required)"))?;
+    arr.iter()
+        .map(|v| v.as_f64().ok_or_else(|| Error::field(what, key, format!("not a number: {v}"))))
+        .collect()
+}
+
+fn require(v: Option<f64>, what: &str, key: &str) -> Result<f64> {
+    let x = v.ok_or_else(|| Error::field(what, key, "missing"))?;
+    if x.is_finite() && x > 0.0 {
+        Ok(x)
+    } else {
+        Err(Error::field(what, key, format!("must be a positive number, got {x}")))
+    }
+}
+
+// ANCHOR: parse
+impl RopeConfig {
+    /// Builds a config from a head dimension, a base, an optional Hugging Face
+    /// `rope_scaling` / `rope_parameters` object (`"type"` or `"rope_type"` key) and the
+    /// model's `max_position_embeddings`. `what` names the source in errors.
+    pub fn new(
+        head_dim: usize,
+        theta: f64,
+        scaling: Option<&Value>,
+        max_position_embeddings: Option<usize>,
+        what: &str,
+    ) -> Result<Self> {
+        if head_dim < 2 || head_dim % 2 != 0 {
+            return Err(Error::field(what, "head_dim", format!("must be even and ≥ 2, got {head_dim}")));
+        }
+        if !(theta.is_finite() && theta > 1.0) {
+            return Err(Error::field(what, "rope_theta", format!("must be a number > 1, got {theta}")));
+        }
+        let mut cfg = RopeConfig {
+            theta,
+            head_dim,
+            partial_rotary_factor: 1.0,
+            max_position_embeddings,
+            scaling: RopeScaling::Default,
+        };
+        let Some(obj) = scaling.filter(|v| !v.is_null()) else {
+            return Ok(cfg);
+        };
+        if !obj.is_object() {
+            return Err(Error::field(what, "rope_scaling", format!("expected an object, got {obj}")));
+        }
+        if let Some(t) = get_f64(obj, "rope_theta", what)? {
+            cfg.theta = t;
+        }
+        if let Some(p) = get_f64(obj, "partial_rotary_factor", what)? {
+            if !(p > 0.0 && p <= 1.0) {
+                return Err(Error::field(what, "partial_rotary_factor", format!("must be in (0, 1], got {p}")));
+            }
+            cfg.partial_rotary_factor = p;
+        }
+        let kind = obj
+            .get("rope_type")
+            .or_else(|| obj.get("type"))
+            .map(|v| v.as_str().ok_or_else(|| Error::field(what, "rope_type", format!("expected a string, got {v}"))))
+            .transpose()?
+            .unwrap_or("default");
+        let factor = get_f64(obj, "factor", what)?;
+        let original = get_usize(obj, "original_max_position_embeddings", what)?.or(max_position_embeddings);
+        let need_original = || {
+            original.ok_or_else(|| {
+                Error::field(what, "original_max_position_embeddings", "missing (and no max_position_embeddings to default to)")
+            })
+        };
+        cfg.scaling = match kind {
+            "default" => RopeScaling::Default,
+            "linear" => RopeScaling::Linear {
+                factor: require(factor, what, "factor")?,
+            },
+            "dynamic" => {
+                if max_position_embeddings.is_none() {
+                    return Err(Error::field(what, "max_position_embeddings", "dynamic NTK needs the model's max_position_embeddings"));
+                }
+                RopeScaling::Dynamic {
+                    factor: require(factor, what, "factor")?,
+                }
+            }
+            "yarn" => {
+                let original = need_original()?;
+                let factor = match factor {
+                    Some(_) => require(factor, what, "factor")?,
+                    None => match max_position_embeddings {
+                        Some(m) => m as f64 / original as f64,
+                        None => return Err(Error::field(what, "factor", "missing")),
+                    },
+                };
+                let nonzero = |v: Option<f64>| v.filter(|x| *x != 0.0);
+                RopeScaling::Yarn(Yarn {
+                    factor,
+                    original_max_position_embeddings: original,
+                    beta_fast: nonzero(get_f64(obj, "beta_fast", what)?).unwrap_or(32.0),
+                    beta_slow: nonzero(get_f64(obj, "beta_slow", what)?).unwrap_or(1.0),
+                    mscale: get_f64(obj, "mscale", what)?,
+                    mscale_all_dim: get_f64(obj, "mscale_all_dim", what)?,
+                    attention_factor: get_f64(obj, "attention_factor", what)?,
+                    truncate: match obj.get("truncate") {
+                        None | Some(Value::Null) => true,
+                        Some(Value::Bool(b)) => *b,
+                        Some(v) => return Err(Error::field(what, "truncate", format!("expected true or false, got {v}"))),
+                    },
+                })
+            }
+            "llama3" => RopeScaling::Llama3(Llama3 {
+                factor: require(factor, what, "factor")?,
+                low_freq_factor: require(get_f64(obj, "low_freq_factor", what)?, what, "low_freq_factor")?,
+                high_freq_factor: require(get_f64(obj, "high_freq_factor", what)?, what, "high_freq_factor")?,
+                original_max_position_embeddings: need_original()?,
+            }),
+            "longrope" | "su" => {
+                let original = need_original()?;
+                let factor = match (factor, max_position_embeddings) {
+                    (Some(f), _) => f,
+                    (None, Some(m)) => m as f64 / original as f64,
+                    (None, None) => return Err(Error::field(what, "factor", "missing")),
+                };
+                RopeScaling::LongRope(LongRope {
+                    short_factor: get_f64_list(obj, "short_factor", what)?,
+                    long_factor: get_f64_list(obj, "long_factor", what)?,
+                    factor,
+                    attention_factor: get_f64(obj, "attention_factor", what)?,
+                    original_max_position_embeddings: original,
+                })
+            }
+            "proportional" => RopeScaling::Proportional {
+                factor: get_f64(obj, "factor", what)?.unwrap_or(1.0),
+            },
+            other => {
+                return Err(Error::field(
+                    what,
+                    "rope_type",
+                    format!("unknown rope type {other:?} (known: default, linear, dynamic, yarn, llama3, longrope, proportional)"),
+                ));
+            }
+        };
+        Ok(cfg)
+    }
+
+    /// Reads the RoPE settings of a whole Hugging Face config.json, in either style:
+    /// transformers 4.x (`rope_theta` + `rope_scaling`) or 5.x (`rope_parameters`, which
+    /// carries `rope_theta` itself). The rotated dimension is `head_dim` (or
+    /// `hidden_size / num_attention_heads`), or `qk_rope_head_dim` for MLA models.
+    pub fn from_model_config(config: &Value, what: &str) -> Result<Self> {
+        let head_dim = match get_usize(config, "qk_rope_head_dim", what)? {
+            Some(d) => d,
+            None => match get_usize(config, "head_dim", what)? {
+                Some(d) => d,
+                None => {
+                    let hidden = get_usize(config, "hidden_size", what)?
+                        .ok_or_else(|| Error::field(what, "hidden_size", "missing"))?;
+                    let heads = get_usize(config, "num_attention_heads", what)?
+                        .ok_or_else(|| Error::field(what, "num_attention_heads", "missing"))?;
+                    hidden / heads
+                }
+            },
+        };
+        let params = config
+            .get("rope_parameters")
+            .filter(|v| !v.is_null())
+            .or_else(|| config.get("rope_scaling").filter(|v| !v.is_null()));
+        let theta = match get_f64(config, "rope_theta", what)? {
+            Some(t) => t,
+            None => params
+                .map(|p| get_f64(p, "rope_theta", what))
+                .transpose()?
+                .flatten()
+                .unwrap_or(10_000.0),
+        };
+        let max_pos = get_usize(config, "max_position_embeddings", what)?;
+        let mut cfg = RopeConfig::new(head_dim, theta, params, max_pos, what)?;
+        if let Some(p) = get_f64(config, "partial_rotary_factor", what)? {
+            cfg.partial_rotary_factor = p;
+        }
+        Ok(cfg)
+    }
+}
+// ANCHOR_END: parse
+
+// ANCHOR: init
+impl RopeConfig {
+    /// Number of rotated dimensions: `int(head_dim · partial_rotary_factor)`.
+    pub fn rotary_dim(&self) -> usize {
+        (self.head_dim as f64 * self.partial_rotary_factor) as usize
+    }
+
+    /// `inv_freq` and `attention_factor` for a sequence of `seq_len` tokens (only dynamic
+    /// NTK and LongRoPE depend on it; `None` means initialisation time).
+    pub fn init(&self, seq_len: Option<usize>) -> Result<RopeInit> {
+        let dim = self.rotary_dim();
+        let base_freqs = default_inv_freq(dim, self.theta);
+        let (inv_freq, attention_factor) = match &self.scaling {
+            RopeScaling::Default => (base_freqs, 1.0),
+            RopeScaling::Linear { factor } => (base_freqs.iter().map(|f| f / factor).collect(), 1.0),
+            RopeScaling::Dynamic { factor } => {
+                let max_pos = self.max_position_embeddings.unwrap_or(1) as f64;
+                let seq = seq_len.map_or(max_pos, |s| (s as f64).max(max_pos));
+                let base = ntk_dynamic_base(self.theta, *factor, seq / max_pos, dim);
+                (default_inv_freq(dim, base), 1.0)
+            }
+            RopeScaling::Yarn(y) => (yarn_inv_freq(&base_freqs, y, self.theta, dim), yarn_attention_factor(y)),
+            RopeScaling::Llama3(l) => (llama3_inv_freq(&base_freqs, l), 1.0),
+            RopeScaling::LongRope(l) => {
+                let ext = match seq_len {
+                    Some(s) if s > l.original_max_position_embeddings => &l.long_factor,
+                    _ => &l.short_factor,
+                };
+                if ext.len() != dim / 2 {
+                    return Err(Error::Invalid(format!(
+                        "longrope: {} factors given for {} rotary planes",
+                        ext.len(),
+                        dim / 2
+                    )));
+                }
+                let attention_factor = l.attention_factor.unwrap_or(if l.factor <= 1.0 {
+                    1.0
+                } else {
+                    (1.0 + l.factor.ln() / (l.original_max_position_embeddings as f64).ln()).sqrt()
+                });
+                (base_freqs.iter().zip(ext).map(|(f, e)| f / e).collect(), attention_factor)
+            }
+            RopeScaling::Proportional { factor } => {
+                let rotating = (self.partial_rotary_factor * self.head_dim as f64) as usize / 2;
+                let d = self.head_dim as f64;
+                let freqs = (0..self.head_dim / 2)
+                    .map(|i| {
+                        if i < rotating {
+                            1.0 / self.theta.powf((2 * i) as f64 / d) / factor
+                        } else {
+                            0.0
+                        }
+                    })
+                    .collect();
+                (freqs, 1.0)
+            }
+        };
+        Ok(RopeInit {
+            inv_freq,
+            attention_factor,
+        })
+    }
+}
+// ANCHOR_END: init
+
+// ANCHOR: ntk
+/// The NTK-aware base for a length ratio `s`: `base · s^{d/(d−2)}` (the text's formula).
+pub fn ntk_base(base: f64, s: f64, dim: usize) -> f64 {
+    base * s.powf(dim as f64 / (dim as f64 - 2.0))
+}
+
+/// Dynamic NTK's base at `ratio = seq_len / max_position_embeddings ≥ 1`:
+/// `base · (factor·ratio − (factor − 1))^{d/(d−2)}`, which is the plain base at the trained
+/// length and grows with the sequence.
+pub fn ntk_dynamic_base(base: f64, factor: f64, ratio: f64, dim: usize) -> f64 {
+    ntk_base(base, factor * ratio - (factor - 1.0), dim)
+}
+// ANCHOR_END: ntk
+
+// ANCHOR: yarn
+/// YaRN's temperature: `0.1·mscale·ln s + 1` (1 for `s ≤ 1`).
+pub fn yarn_get_mscale(scale: f64, mscale: f64) -> f64 {
+    if scale <= 1.0 { 1.0 } else { 0.1 * mscale * scale.ln() + 1.0 }
+}
+
+/// The attention factor: given, or the ratio of the two mscales (DeepSeek), or
+/// `get_mscale(s)`.
+pub fn yarn_attention_factor(y: &Yarn) -> f64 {
+    if let Some(a) = y.attention_factor {
+        return a;
+    }
+    match (y.mscale, y.mscale_all_dim) {
+        (Some(m), Some(all)) if m != 0.0 && all != 0.0 => {
+            yarn_get_mscale(y.factor, m) / yarn_get_mscale(y.factor, all)
+        }
+        _ => yarn_get_mscale(y.factor, 1.0),
+    }
+}
+
+/// The (fractional) plane index at which a plane turns `rotations` times over
+/// `context` tokens: solve `context·θ_i = 2π·rotations` for `i`.
+pub fn yarn_correction_dim(rotations: f64, dim: usize, base: f64, context: usize) -> f64 {
+    dim as f64 * (context as f64 / (rotations * 2.0 * std::f64::consts::PI)).ln() / (2.0 * base.ln())
+}
+
+/// The ramp between the bands: per plane, 0 where the plane keeps its original speed
+/// (turns > beta_fast times), 1 where it is fully interpolated (< beta_slow), linear
+/// between. This is `1 − inv_freq_extrapolation_factor` in transformers.
+pub fn yarn_ramp(y: &Yarn, base: f64, dim: usize) -> Vec<f64> {
+    let ctx = y.original_max_position_embeddings;
+    let mut low = yarn_correction_dim(y.beta_fast, dim, base, ctx);
+    let mut high = yarn_correction_dim(y.beta_slow, dim, base, ctx);
+    if y.truncate {
+        low = low.floor();
+        high = high.ceil();
+    }
+    let low = low.max(0.0);
+    let mut high = high.min(dim as f64 - 1.0);
+    if low == high {
+        high += 0.001;
+    }
+    (0..dim / 2)
+        .map(|i| ((i as f64 - low) / (high - low)).clamp(0.0, 1.0))
+        .collect()
+}
+
+/// YaRN's frequencies: `θ_i·(1 − r_i) + (θ_i/s)·r_i` with the ramp `r`.
+fn yarn_inv_freq(base_freqs: &[f64], y: &Yarn, base: f64, dim: usize) -> Vec<f64> {
+    base_freqs
+        .iter()
+        .zip(yarn_ramp(y, base, dim))
+        .map(|(f, r)| f / y.factor * r + f * (1.0 - r))
+        .collect()
+}
+// ANCHOR_END: yarn
+
+/// llama3: planes with wavelength above `L/low_freq_factor` are divided by the factor,
+/// below `L/high_freq_factor` kept, and smoothly blended between.
+fn llama3_inv_freq(base_freqs: &[f64], l: &Llama3) -> Vec<f64> {
+    let old = l.original_max_position_embeddings as f64;
+    let (low_wl, high_wl) = (old / l.low_freq_factor, old / l.high_freq_factor);
+    base_freqs
+        .iter()
+        .map(|&f| {
+            let wl = wavelength(f);
+            let scaled = if wl > low_wl { f / l.factor } else { f };
+            if wl < high_wl || wl > low_wl {
+                scaled
+            } else {
+                let smooth = (old / wl - l.low_freq_factor) / (l.high_freq_factor - l.low_freq_factor);
+                (1.0 - smooth) * scaled / l.factor + smooth * scaled
+            }
+        })
+        .collect()
+}
+
+/// Per plane, the largest angle seen in training (`(L_train − 1)·θ_i`, or a full turn
+/// when the plane wrapped around) against the largest needed at `L_infer`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlaneRange {
+    pub plane: usize,
+    pub theta: f64,
+    pub seen: f64,
+    pub needed: f64,
+}
+
+impl PlaneRange {
+    /// True when the inference length asks for angles the plane never reached in training.
+    pub fn out_of_distribution(&self) -> bool {
+        self.needed > self.seen
+    }
+}
+
+// ANCHOR: ood
+/// The angle ranges each plane covers in training and at inference (source 5.2.1). A
+/// plane whose wavelength is shorter than `L_train` has already swept every angle; the
+/// slow planes have not, and direct extrapolation feeds them angles never seen.
+pub fn ood_planes(inv_freq: &[f64], train_len: usize, infer_len: usize) -> Vec<PlaneRange> {
+    let full_turn = 2.0 * std::f64::consts::PI;
+    inv_freq
+        .iter()
+        .enumerate()
+        .map(|(plane, &theta)| PlaneRange {
+            plane,
+            theta,
+            seen: ((train_len - 1) as f64 * theta).min(full_turn),
+            needed: ((infer_len - 1) as f64 * theta).min(full_turn),
+        })
+        .collect()
+}
+// ANCHOR_END: ood
