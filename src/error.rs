@@ -36,7 +36,11 @@ pub enum Error {
 
 impl Error {
     /// A missing, mistyped or out-of-range field in a named document.
-    pub fn field(what: impl Into<String>, field: impl Into<String>, problem: impl Into<String>) -> Self {
+    pub fn field(
+        what: impl Into<String>,
+        field: impl Into<String>,
+        problem: impl Into<String>,
+    ) -> Self {
         Error::Field {
             what: what.into(),
             field: field.into(),

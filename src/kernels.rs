@@ -96,3 +96,86 @@ mod tests {
         }
     }
 }
+
+/// The element type of a weight matrix as stored (weights stay in their checkpoint dtype
+/// and are widened to f32 inside the kernels).
+#[derive(Clone, Copy, Debug)]
+pub enum WeightData<'a> {
+    F32(&'a [f32]),
+    Bf16(&'a [half::bf16]),
+    F16(&'a [half::f16]),
+}
+
+/// A borrowed row-major `[rows, cols]` weight matrix (an nn.Linear's `[out, in]`).
+#[derive(Clone, Copy, Debug)]
+pub struct Matrix<'a> {
+    pub data: WeightData<'a>,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+impl<'a> Matrix<'a> {
+    /// An f32 matrix; panics if `data.len() != rows·cols` (a programming error: loaders
+    /// check shapes against the config before building matrices).
+    pub fn f32(data: &'a [f32], rows: usize, cols: usize) -> Self {
+        assert_eq!(data.len(), rows * cols, "Matrix::f32: shape");
+        Matrix {
+            data: WeightData::F32(data),
+            rows,
+            cols,
+        }
+    }
+
+    pub fn bf16(data: &'a [half::bf16], rows: usize, cols: usize) -> Self {
+        assert_eq!(data.len(), rows * cols, "Matrix::bf16: shape");
+        Matrix {
+            data: WeightData::Bf16(data),
+            rows,
+            cols,
+        }
+    }
+
+    pub fn f16(data: &'a [half::f16], rows: usize, cols: usize) -> Self {
+        assert_eq!(data.len(), rows * cols, "Matrix::f16: shape");
+        Matrix {
+            data: WeightData::F16(data),
+            rows,
+            cols,
+        }
+    }
+
+    /// Row `r` widened to f32 into `out` (length `cols`).
+    pub fn row_into(&self, r: usize, out: &mut [f32]) {
+        let span = r * self.cols..(r + 1) * self.cols;
+        match self.data {
+            WeightData::F32(d) => out.copy_from_slice(&d[span]),
+            WeightData::Bf16(d) => {
+                for (o, v) in out.iter_mut().zip(&d[span]) {
+                    *o = v.to_f32();
+                }
+            }
+            WeightData::F16(d) => {
+                for (o, v) in out.iter_mut().zip(&d[span]) {
+                    *o = v.to_f32();
+                }
+            }
+        }
+    }
+
+    /// `out = W·x` (`x` has `cols` entries, `out` has `rows`). The clear reference
+    /// version: f32 weights go straight to [`dot`]; bf16/f16 rows are widened first.
+    pub fn matvec(&self, x: &[f32], out: &mut [f32]) {
+        assert_eq!(x.len(), self.cols, "matvec: input length");
+        assert_eq!(out.len(), self.rows, "matvec: output length");
+        match self.data {
+            WeightData::F32(d) => matvec(d, x, out),
+            _ => {
+                let mut row = vec![0.0f32; self.cols];
+                for (r, o) in out.iter_mut().enumerate() {
+                    self.row_into(r, &mut row);
+                    *o = dot(&row, x);
+                }
+            }
+        }
+    }
+}

@@ -140,7 +140,10 @@ mod tests {
     fn sliding_window_of_full_length_is_causal() {
         for i in 0..6 {
             for j in 0..6 {
-                assert_eq!(Mask::SlidingWindow(6).allows(i, j), Mask::Causal.allows(i, j));
+                assert_eq!(
+                    Mask::SlidingWindow(6).allows(i, j),
+                    Mask::Causal.allows(i, j)
+                );
             }
         }
         assert!(!Mask::SlidingWindow(2).allows(5, 3));

@@ -67,7 +67,11 @@ pub fn build_trial(words: usize, placement: Placement, k: usize) -> Trial {
 
 /// Runs `trials_per_placement` trials at each placement through `generate(document,
 /// question) → answer` and returns the accuracy at start, middle and end.
-pub fn accuracy_by_placement<F>(words: usize, trials_per_placement: usize, mut generate: F) -> [(Placement, f64); 3]
+pub fn accuracy_by_placement<F>(
+    words: usize,
+    trials_per_placement: usize,
+    mut generate: F,
+) -> [(Placement, f64); 3]
 where
     F: FnMut(&str, &str) -> String,
 {
@@ -78,7 +82,10 @@ where
                 generate(&t.document, &t.question).contains(&t.answer)
             })
             .count();
-        (placement, correct as f64 / trials_per_placement.max(1) as f64)
+        (
+            placement,
+            correct as f64 / trials_per_placement.max(1) as f64,
+        )
     })
 }
 

@@ -15,13 +15,24 @@ pub fn attention_matrix_bytes(n: u64, bytes_per_entry: u64) -> u64 {
 }
 
 /// Bytes of the KV cache per token: keys and values for every layer and KV head.
-pub fn kv_cache_bytes_per_token(layers: u64, kv_heads: u64, head_dim: u64, bytes_per_value: u64) -> u64 {
+pub fn kv_cache_bytes_per_token(
+    layers: u64,
+    kv_heads: u64,
+    head_dim: u64,
+    bytes_per_value: u64,
+) -> u64 {
     2 * layers * kv_heads * head_dim * bytes_per_value
 }
 // ANCHOR_END: memory
 
 /// Bytes of the KV cache for `tokens` tokens (batch 1).
-pub fn kv_cache_bytes(tokens: u64, layers: u64, kv_heads: u64, head_dim: u64, bytes_per_value: u64) -> u64 {
+pub fn kv_cache_bytes(
+    tokens: u64,
+    layers: u64,
+    kv_heads: u64,
+    head_dim: u64,
+    bytes_per_value: u64,
+) -> u64 {
     tokens * kv_cache_bytes_per_token(layers, kv_heads, head_dim, bytes_per_value)
 }
 

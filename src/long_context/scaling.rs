@@ -57,14 +57,20 @@ pub struct LongRope {
 #[derive(Clone, Debug, PartialEq)]
 pub enum RopeScaling {
     Default,
-    Linear { factor: f64 },
-    Dynamic { factor: f64 },
+    Linear {
+        factor: f64,
+    },
+    Dynamic {
+        factor: f64,
+    },
     Yarn(Yarn),
     Llama3(Llama3),
     LongRope(LongRope),
     /// transformers' "proportional": only a fraction of the planes rotate, the rest get
     /// frequency 0, and all frequencies are divided by `factor`.
-    Proportional { factor: f64 },
+    Proportional {
+        factor: f64,
+    },
 }
 
 /// Everything that fixes a model's RoPE frequencies.
@@ -102,7 +108,11 @@ fn get_usize(obj: &Value, key: &str, what: &str) -> Result<Option<usize>> {
     match get_f64(obj, key, what)? {
         None => Ok(None),
         Some(x) if x >= 1.0 && x.fract() == 0.0 => Ok(Some(x as usize)),
-        Some(x) => Err(Error::field(what, key, format!("expected a positive integer, got {x}"))),
+        Some(x) => Err(Error::field(
+            what,
+            key,
+            format!("expected a positive integer, got {x}"),
+        )),
     }
 }
 
@@ -112,7 +122,10 @@ fn get_f64_list(obj: &Value, key: &str, what: &str) -> Result<Vec<f64>> {
         .and_then(Value::as_array)
         .ok_or_else(|| Error::field(what, key, "missing (a list of numbers is required)"))?;
     arr.iter()
-        .map(|v| v.as_f64().ok_or_else(|| Error::field(what, key, format!("not a number: {v}"))))
+        .map(|v| {
+            v.as_f64()
+                .ok_or_else(|| Error::field(what, key, format!("not a number: {v}")))
+        })
         .collect()
 }
 
@@ -121,7 +134,11 @@ fn require(v: Option<f64>, what: &str, key: &str) -> Result<f64> {
     if x.is_finite() && x > 0.0 {
         Ok(x)
     } else {
-        Err(Error::field(what, key, format!("must be a positive number, got {x}")))
+        Err(Error::field(
+            what,
+            key,
+            format!("must be a positive number, got {x}"),
+        ))
     }
 }
 
@@ -137,11 +154,19 @@ impl RopeConfig {
         max_position_embeddings: Option<usize>,
         what: &str,
     ) -> Result<Self> {
-        if head_dim < 2 || head_dim % 2 != 0 {
-            return Err(Error::field(what, "head_dim", format!("must be even and ≥ 2, got {head_dim}")));
+        if head_dim < 2 || !head_dim.is_multiple_of(2) {
+            return Err(Error::field(
+                what,
+                "head_dim",
+                format!("must be even and ≥ 2, got {head_dim}"),
+            ));
         }
         if !(theta.is_finite() && theta > 1.0) {
-            return Err(Error::field(what, "rope_theta", format!("must be a number > 1, got {theta}")));
+            return Err(Error::field(
+                what,
+                "rope_theta",
+                format!("must be a number > 1, got {theta}"),
+            ));
         }
         let mut cfg = RopeConfig {
             theta,
@@ -154,28 +179,45 @@ impl RopeConfig {
             return Ok(cfg);
         };
         if !obj.is_object() {
-            return Err(Error::field(what, "rope_scaling", format!("expected an object, got {obj}")));
+            return Err(Error::field(
+                what,
+                "rope_scaling",
+                format!("expected an object, got {obj}"),
+            ));
         }
         if let Some(t) = get_f64(obj, "rope_theta", what)? {
             cfg.theta = t;
         }
         if let Some(p) = get_f64(obj, "partial_rotary_factor", what)? {
             if !(p > 0.0 && p <= 1.0) {
-                return Err(Error::field(what, "partial_rotary_factor", format!("must be in (0, 1], got {p}")));
+                return Err(Error::field(
+                    what,
+                    "partial_rotary_factor",
+                    format!("must be in (0, 1], got {p}"),
+                ));
             }
             cfg.partial_rotary_factor = p;
         }
         let kind = obj
             .get("rope_type")
             .or_else(|| obj.get("type"))
-            .map(|v| v.as_str().ok_or_else(|| Error::field(what, "rope_type", format!("expected a string, got {v}"))))
+            .map(|v| {
+                v.as_str().ok_or_else(|| {
+                    Error::field(what, "rope_type", format!("expected a string, got {v}"))
+                })
+            })
             .transpose()?
             .unwrap_or("default");
         let factor = get_f64(obj, "factor", what)?;
-        let original = get_usize(obj, "original_max_position_embeddings", what)?.or(max_position_embeddings);
+        let original =
+            get_usize(obj, "original_max_position_embeddings", what)?.or(max_position_embeddings);
         let need_original = || {
             original.ok_or_else(|| {
-                Error::field(what, "original_max_position_embeddings", "missing (and no max_position_embeddings to default to)")
+                Error::field(
+                    what,
+                    "original_max_position_embeddings",
+                    "missing (and no max_position_embeddings to default to)",
+                )
             })
         };
         cfg.scaling = match kind {
@@ -185,7 +227,11 @@ impl RopeConfig {
             },
             "dynamic" => {
                 if max_position_embeddings.is_none() {
-                    return Err(Error::field(what, "max_position_embeddings", "dynamic NTK needs the model's max_position_embeddings"));
+                    return Err(Error::field(
+                        what,
+                        "max_position_embeddings",
+                        "dynamic NTK needs the model's max_position_embeddings",
+                    ));
                 }
                 RopeScaling::Dynamic {
                     factor: require(factor, what, "factor")?,
@@ -212,14 +258,28 @@ impl RopeConfig {
                     truncate: match obj.get("truncate") {
                         None | Some(Value::Null) => true,
                         Some(Value::Bool(b)) => *b,
-                        Some(v) => return Err(Error::field(what, "truncate", format!("expected true or false, got {v}"))),
+                        Some(v) => {
+                            return Err(Error::field(
+                                what,
+                                "truncate",
+                                format!("expected true or false, got {v}"),
+                            ));
+                        }
                     },
                 })
             }
             "llama3" => RopeScaling::Llama3(Llama3 {
                 factor: require(factor, what, "factor")?,
-                low_freq_factor: require(get_f64(obj, "low_freq_factor", what)?, what, "low_freq_factor")?,
-                high_freq_factor: require(get_f64(obj, "high_freq_factor", what)?, what, "high_freq_factor")?,
+                low_freq_factor: require(
+                    get_f64(obj, "low_freq_factor", what)?,
+                    what,
+                    "low_freq_factor",
+                )?,
+                high_freq_factor: require(
+                    get_f64(obj, "high_freq_factor", what)?,
+                    what,
+                    "high_freq_factor",
+                )?,
                 original_max_position_embeddings: need_original()?,
             }),
             "longrope" | "su" => {
@@ -244,7 +304,9 @@ impl RopeConfig {
                 return Err(Error::field(
                     what,
                     "rope_type",
-                    format!("unknown rope type {other:?} (known: default, linear, dynamic, yarn, llama3, longrope, proportional)"),
+                    format!(
+                        "unknown rope type {other:?} (known: default, linear, dynamic, yarn, llama3, longrope, proportional)"
+                    ),
                 ));
             }
         };
@@ -305,14 +367,19 @@ impl RopeConfig {
         let base_freqs = default_inv_freq(dim, self.theta);
         let (inv_freq, attention_factor) = match &self.scaling {
             RopeScaling::Default => (base_freqs, 1.0),
-            RopeScaling::Linear { factor } => (base_freqs.iter().map(|f| f / factor).collect(), 1.0),
+            RopeScaling::Linear { factor } => {
+                (base_freqs.iter().map(|f| f / factor).collect(), 1.0)
+            }
             RopeScaling::Dynamic { factor } => {
                 let max_pos = self.max_position_embeddings.unwrap_or(1) as f64;
                 let seq = seq_len.map_or(max_pos, |s| (s as f64).max(max_pos));
                 let base = ntk_dynamic_base(self.theta, *factor, seq / max_pos, dim);
                 (default_inv_freq(dim, base), 1.0)
             }
-            RopeScaling::Yarn(y) => (yarn_inv_freq(&base_freqs, y, self.theta, dim), yarn_attention_factor(y)),
+            RopeScaling::Yarn(y) => (
+                yarn_inv_freq(&base_freqs, y, self.theta, dim),
+                yarn_attention_factor(y),
+            ),
             RopeScaling::Llama3(l) => (llama3_inv_freq(&base_freqs, l), 1.0),
             RopeScaling::LongRope(l) => {
                 let ext = match seq_len {
@@ -331,7 +398,10 @@ impl RopeConfig {
                 } else {
                     (1.0 + l.factor.ln() / (l.original_max_position_embeddings as f64).ln()).sqrt()
                 });
-                (base_freqs.iter().zip(ext).map(|(f, e)| f / e).collect(), attention_factor)
+                (
+                    base_freqs.iter().zip(ext).map(|(f, e)| f / e).collect(),
+                    attention_factor,
+                )
             }
             RopeScaling::Proportional { factor } => {
                 let rotating = (self.partial_rotary_factor * self.head_dim as f64) as usize / 2;
@@ -373,7 +443,11 @@ pub fn ntk_dynamic_base(base: f64, factor: f64, ratio: f64, dim: usize) -> f64 {
 // ANCHOR: yarn
 /// YaRN's temperature: `0.1·mscale·ln s + 1` (1 for `s ≤ 1`).
 pub fn yarn_get_mscale(scale: f64, mscale: f64) -> f64 {
-    if scale <= 1.0 { 1.0 } else { 0.1 * mscale * scale.ln() + 1.0 }
+    if scale <= 1.0 {
+        1.0
+    } else {
+        0.1 * mscale * scale.ln() + 1.0
+    }
 }
 
 /// The attention factor: given, or the ratio of the two mscales (DeepSeek), or
@@ -393,7 +467,8 @@ pub fn yarn_attention_factor(y: &Yarn) -> f64 {
 /// The (fractional) plane index at which a plane turns `rotations` times over
 /// `context` tokens: solve `context·θ_i = 2π·rotations` for `i`.
 pub fn yarn_correction_dim(rotations: f64, dim: usize, base: f64, context: usize) -> f64 {
-    dim as f64 * (context as f64 / (rotations * 2.0 * std::f64::consts::PI)).ln() / (2.0 * base.ln())
+    dim as f64 * (context as f64 / (rotations * 2.0 * std::f64::consts::PI)).ln()
+        / (2.0 * base.ln())
 }
 
 /// The ramp between the bands: per plane, 0 where the plane keeps its original speed
@@ -440,7 +515,8 @@ fn llama3_inv_freq(base_freqs: &[f64], l: &Llama3) -> Vec<f64> {
             if wl < high_wl || wl > low_wl {
                 scaled
             } else {
-                let smooth = (old / wl - l.low_freq_factor) / (l.high_freq_factor - l.low_freq_factor);
+                let smooth =
+                    (old / wl - l.low_freq_factor) / (l.high_freq_factor - l.low_freq_factor);
                 (1.0 - smooth) * scaled / l.factor + smooth * scaled
             }
         })

@@ -25,7 +25,8 @@ impl Head {
     pub fn random(d_model: usize, d_head: usize, seed: u64) -> Self {
         let mut rng = StdRng::seed_from_u64(seed);
         let s = 1.0 / (d_model as f32).sqrt();
-        let mut draw = || Array2::<f32>::random_using((d_model, d_head), StandardNormal, &mut rng) * s;
+        let mut draw =
+            || Array2::<f32>::random_using((d_model, d_head), StandardNormal, &mut rng) * s;
         Head {
             wq: draw(),
             wk: draw(),

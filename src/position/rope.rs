@@ -75,7 +75,11 @@ impl RopeTable {
 /// Hugging Face's `rotate_half`: `[x₁, x₂] → [−x₂, x₁]` for the two halves of `x`.
 pub fn rotate_half(x: &[f32]) -> Vec<f32> {
     let h = x.len() / 2;
-    x[h..].iter().map(|v| -v).chain(x[..h].iter().copied()).collect()
+    x[h..]
+        .iter()
+        .map(|v| -v)
+        .chain(x[..h].iter().copied())
+        .collect()
 }
 
 /// Half-split RoPE in place: `x ← x·cos + rotate_half(x)·sin`, written per plane
@@ -119,7 +123,9 @@ pub fn apply_rope_complex(x: &[f32], angles: &[f32]) -> Vec<f32> {
 /// The permutation that takes a half-split vector to interleaved order: interleaved
 /// position `2i` holds half-split dimension `i`, and `2i+1` holds `i + d/2`.
 pub fn half_split_to_interleaved(d: usize) -> Vec<usize> {
-    (0..d).map(|j| if j % 2 == 0 { j / 2 } else { j / 2 + d / 2 }).collect()
+    (0..d)
+        .map(|j| if j % 2 == 0 { j / 2 } else { j / 2 + d / 2 })
+        .collect()
 }
 
 // ANCHOR: rotation_matrix

@@ -1,0 +1,182 @@
+//! The claims registry: every checkable number of the two source texts
+//! (`shared/claims.md`), computed from the library and compared with what the text says.
+//!
+//! Each [`Entry`] names the claim (its stable id), where the text makes it, what the text
+//! states, and a function that computes the value by calling the chapter modules. The
+//! function also decides the status: `reproduced` when the computation agrees with the
+//! text within the text's own precision, `erratum` when it does not (the note says what is
+//! true), `needs-data` when only data that cannot ship would settle it.
+//! `tests/claims.rs` pins every status and value; `anatomy tour` prints the table; the
+//! book's appendix is generated from [`markdown_table`].
+//!
+//! One file per chapter holds that chapter's entries (`position.rs`, `long_context.rs`,
+//! …); [`ENTRIES`] lists the chapters' slices in catalogue order.
+
+use serde::Serialize;
+
+/// Whether the text's statement survives the computation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Reproduced,
+    Erratum,
+    NeedsData,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Reproduced => "reproduced",
+            Status::Erratum => "erratum",
+            Status::NeedsData => "needs-data",
+        }
+    }
+}
+
+/// What a claim's computation produced.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The headline number, when there is one (tests pin it).
+    pub value: Option<f64>,
+    /// The computed result as shown in the table.
+    pub computed: String,
+    pub status: Status,
+    /// One sentence: why the status, and what is true when the text is wrong.
+    pub note: String,
+}
+
+/// One catalogue entry.
+pub struct Entry {
+    pub id: &'static str,
+    /// Where the text says it: "S0 5.1.5" (main chapter) or "S1 §2" (overview).
+    pub section: &'static str,
+    pub statement: &'static str,
+    pub stated: &'static str,
+    pub compute: fn() -> Outcome,
+}
+
+/// A computed claim, as `anatomy tour --json` prints it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Claim {
+    pub id: &'static str,
+    pub section: &'static str,
+    pub status: Status,
+    pub stated: &'static str,
+    pub computed: String,
+    pub note: String,
+    #[serde(skip)]
+    pub statement: &'static str,
+    #[serde(skip)]
+    pub value: Option<f64>,
+}
+
+impl Entry {
+    pub fn evaluate(&self) -> Claim {
+        let o = (self.compute)();
+        Claim {
+            id: self.id,
+            section: self.section,
+            status: o.status,
+            stated: self.stated,
+            computed: o.computed,
+            note: o.note,
+            statement: self.statement,
+            value: o.value,
+        }
+    }
+}
+
+/// Every claim, computed, in catalogue order.
+pub fn all() -> Vec<Claim> {
+    entries().map(Entry::evaluate).collect()
+}
+
+/// Every entry, in catalogue order.
+pub fn entries() -> impl Iterator<Item = &'static Entry> {
+    ENTRIES.iter().flat_map(|chapter| chapter.iter())
+}
+
+/// One claim by id, computed.
+pub fn find(id: &str) -> Option<Claim> {
+    entries().find(|e| e.id == id).map(Entry::evaluate)
+}
+
+/// The claims table in Markdown (the book's appendix is this text, checked by a test).
+pub fn markdown_table(claims: &[Claim]) -> String {
+    let esc = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+    let mut out = String::from(
+        "| id | section | status | stated | computed | note |\n|---|---|---|---|---|---|\n",
+    );
+    for c in claims {
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} | {} |\n",
+            c.id,
+            c.section,
+            c.status.as_str(),
+            esc(c.stated),
+            esc(&c.computed),
+            esc(&c.note)
+        ));
+    }
+    out
+}
+
+/// The claims table as plain text for a terminal: one block per claim.
+pub fn text_table(claims: &[Claim]) -> String {
+    let mut out = String::new();
+    let count = |s: Status| claims.iter().filter(|c| c.status == s).count();
+    for c in claims {
+        out.push_str(&format!(
+            "{:<32} {:<11} {}\n{:<4} stated:   {}\n{:<4} computed: {}\n{:<4} {}\n\n",
+            c.id,
+            c.status.as_str(),
+            c.section,
+            "",
+            c.stated,
+            "",
+            c.computed,
+            "",
+            c.note
+        ));
+    }
+    out.push_str(&format!(
+        "{} claims: {} reproduced, {} erratum, {} needs-data\n",
+        claims.len(),
+        count(Status::Reproduced),
+        count(Status::Erratum),
+        count(Status::NeedsData)
+    ));
+    out
+}
+
+pub(crate) fn outcome(value: f64, computed: String, ok: bool, note: impl Into<String>) -> Outcome {
+    Outcome {
+        value: Some(value),
+        computed,
+        status: if ok {
+            Status::Reproduced
+        } else {
+            Status::Erratum
+        },
+        note: note.into(),
+    }
+}
+
+mod long_context;
+mod position;
+
+/// The chapters' entries, in catalogue order.
+pub const ENTRIES: &[&[Entry]] = &[position::ENTRIES, long_context::ENTRIES];
+
+/// Seeded N(0, 1) vector of length `n` (inputs of the numeric checks).
+pub(crate) fn seeded_vec(n: usize, seed: u64) -> Vec<f32> {
+    crate::position::equivariance::random_tokens(1, n, seed)
+        .into_raw_vec_and_offset()
+        .0
+}
+
+pub(crate) fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()))
+}
