@@ -138,7 +138,7 @@ fn rope_clocks(root: &Area) -> DrawResult {
         chart
             .draw_series(LineSeries::new(points, color.stroke_width(2)))?
             .label(format!(
-                "{label}, wavelength {:.0}",
+                "{label}, wavelength {:.2}",
                 rope::wavelength(theta)
             ))
             .legend(move |(x, y)| {
@@ -158,7 +158,7 @@ fn rope_clocks(root: &Area) -> DrawResult {
 fn rope_heatmap(root: &Area) -> DrawResult {
     root.fill(&WHITE)?;
     let f = rope::inv_freq(D, BASE);
-    let positions = 96usize;
+    let positions = 64usize;
     let mut chart = ChartBuilder::on(root)
         .caption(
             "cos(m·θ_(j mod 64)) by position and dimension (d = 128, base 10000)",
@@ -289,12 +289,14 @@ fn scaling_wavelengths(root: &Area) -> DrawResult {
             });
     }
     chart
-        .draw_series(LineSeries::new(
+        .draw_series(DashedLineSeries::new(
             [(0.0, 4096.0), (63.0, 4096.0)],
-            BLACK.mix(0.4),
+            8,
+            5,
+            MAGENTA.stroke_width(2),
         ))?
         .label("training length 4096")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.4)));
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], MAGENTA.stroke_width(2)));
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)

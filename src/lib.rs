@@ -14,11 +14,17 @@
 //!
 //! Primitives shared by every chapter live in [`kernels`]; plots in [`figures`].
 
+pub mod checkpoint;
 pub mod claims;
 pub mod error;
 pub mod figures;
 pub mod kernels;
 pub mod long_context;
+pub mod moe;
+pub mod optim;
+pub mod params;
 pub mod position;
+pub mod qwen3;
+pub mod tokenizer;
 
 pub use error::{Error, Result};

@@ -4,7 +4,7 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use llm_anatomy::{claims, figures, long_context::scaling};
+use llm_anatomy::{claims, figures, long_context::scaling, qwen3, tokenizer};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -38,6 +38,56 @@ enum Command {
         #[arg(long, default_value = "figures")]
         out: PathBuf,
     },
+    /// Parameters, memory, KV cache and FLOPs of a Hugging Face config.json (Qwen3,
+    /// Qwen3-MoE, Mixtral, OLMoE, DeepSeek-V3; also Qwen2, Llama, Mistral).
+    Params {
+        config: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Token ids of TEXT with a Qwen vocabulary (tiktoken file or tokenizer.json);
+    /// special tokens such as <|im_start|> are recognised.
+    Tokenize {
+        #[arg(long)]
+        vocab: PathBuf,
+        /// {"ids": [...]} on stdout.
+        #[arg(long)]
+        json: bool,
+        /// Put the text in Unicode NFC first, as Hugging Face's Qwen tokenizer does
+        /// (a tokenizer.json with an NFC normalizer does this by itself).
+        #[arg(long)]
+        nfc: bool,
+        text: String,
+    },
+    /// The text of comma-separated token ids (invalid UTF-8 shown as U+FFFD).
+    Detokenize {
+        #[arg(long)]
+        vocab: PathBuf,
+        #[arg(long)]
+        json: bool,
+        ids: String,
+    },
+    /// Glitch-token screens: the literal scan and the text's id table over the vocabulary;
+    /// with --model, embedding-norm screening and the unembedding indicator.
+    Glitch {
+        #[arg(long)]
+        vocab: PathBuf,
+        /// A safetensors checkpoint directory (model.embed_tokens.weight, lm_head.weight).
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// How many smallest-norm rows to keep (the text uses 10000).
+        #[arg(long, default_value_t = 10_000)]
+        top_k: usize,
+        /// Ids known to be unused, for the unembedding indicator, e.g. 151665-152063
+        /// (default: the rows past the vocabulary).
+        #[arg(long)]
+        unused: Option<String>,
+        /// Rows to print per list in the text output.
+        #[arg(long, default_value_t = 20)]
+        show: usize,
+        #[arg(long)]
+        json: bool,
+    },
     /// RoPE inverse frequencies and attention factor, as transformers computes them.
     Rope {
         #[arg(long)]
@@ -54,6 +104,54 @@ enum Command {
         /// The current sequence length (dynamic NTK, LongRoPE).
         #[arg(long)]
         seq_len: Option<usize>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Logits of every position of a token-id prompt, written as safetensors
+    /// (tensor "logits", F32, [seq, vocab]).
+    Logits {
+        /// config.json + safetensors (single file or sharded with an index).
+        model_dir: PathBuf,
+        /// Comma-separated token ids, e.g. 1,2,3.
+        #[arg(long)]
+        ids: String,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Continue a prompt: greedy, or sampled with --temperature / --top-p / --seed.
+    Generate {
+        model_dir: PathBuf,
+        /// Comma-separated token ids.
+        #[arg(long, conflicts_with = "prompt", required_unless_present = "prompt")]
+        ids: Option<String>,
+        /// Text, tokenised with MODEL_DIR/tokenizer.json or else data/qwen.tiktoken.
+        #[arg(long)]
+        prompt: Option<String>,
+        /// Wrap the prompt in the Qwen3 chat template.
+        #[arg(long, requires = "prompt")]
+        chat: bool,
+        #[arg(long)]
+        max_new_tokens: usize,
+        /// Sample at this temperature instead of taking the argmax.
+        #[arg(long)]
+        temperature: Option<f32>,
+        /// Nucleus: sample among the most likely tokens holding this much probability.
+        #[arg(long, default_value_t = 1.0, requires = "temperature")]
+        top_p: f32,
+        #[arg(long, default_value_t = 0, requires = "temperature")]
+        seed: u64,
+        /// Cap on thinking tokens (chat models).
+        #[arg(long)]
+        thinking_budget: Option<usize>,
+        /// {"ids": [new token ids], "text": str?} on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Per MoE layer, per position: the experts the router selected and their weights.
+    RouterStats {
+        model_dir: PathBuf,
+        #[arg(long)]
+        ids: String,
         #[arg(long)]
         json: bool,
     },
@@ -98,12 +196,155 @@ fn run(command: Command) -> anyhow::Result<()> {
                 let written = figures::write_all(std::path::Path::new("figures"))?;
                 eprintln!("wrote {} figures into figures/", written.len());
             }
+            // The bundled tiny Qwen3-MoE, end to end (to stderr when stdout is JSON/Markdown).
+            let demo = qwen3::tour_demo()?;
+            if json || markdown {
+                eprint!("{demo}");
+            } else {
+                print!("\n{demo}");
+            }
         }
         Command::Figures { out } => {
             let written = figures::write_all(&out)?;
             for p in written {
                 println!("{}", p.display());
             }
+        }
+        Command::Params { config, json } => {
+            let report = llm_anatomy::params::report_file(&config)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", llm_anatomy::params::text_report(&report));
+            }
+        }
+        Command::Tokenize { vocab, json, nfc, text } => {
+            let mut tok = tokenizer::Tokenizer::from_file(&vocab)?;
+            tok.nfc |= nfc;
+            let ids = tok.encode(&text)?;
+            if json {
+                println!("{}", serde_json::json!({ "ids": ids }));
+            } else {
+                for id in ids {
+                    let piece = String::from_utf8_lossy(tok.token_bytes(id)?).into_owned();
+                    println!("{id:>7}  {piece:?}");
+                }
+            }
+        }
+        Command::Detokenize { vocab, json, ids } => {
+            let tok = tokenizer::Tokenizer::from_file(&vocab)?;
+            let ids = tokenizer::glitch::parse_id_ranges(&ids)?;
+            let bytes = tok.decode_bytes(&ids)?;
+            let text = String::from_utf8_lossy(&bytes);
+            if json {
+                let valid = std::str::from_utf8(&bytes).is_ok();
+                println!("{}", serde_json::json!({ "text": text, "valid_utf8": valid }));
+            } else {
+                println!("{text}");
+            }
+        }
+        Command::Glitch { vocab, model, top_k, unused, show, json } => {
+            let tok = tokenizer::Tokenizer::from_file(&vocab)?;
+            let unused = unused.as_deref().map(tokenizer::glitch::parse_id_ranges).transpose()?;
+            let report = tokenizer::glitch::report(&tok, model.as_deref(), top_k, unused)?;
+            if json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                print!("{}", tokenizer::glitch::text_report(&report, show));
+            }
+        }
+        Command::Logits {
+            model_dir,
+            ids,
+            out,
+        } => {
+            let ids = tokenizer::glitch::parse_id_ranges(&ids)?;
+            with_model(&model_dir, |model| {
+                let output = model.logits(&ids)?;
+                qwen3::save_logits(&out, &output, model.config.vocab_size)?;
+                eprintln!(
+                    "wrote logits [{}, {}] to {}",
+                    output.rows,
+                    model.config.vocab_size,
+                    out.display()
+                );
+                Ok(())
+            })?;
+        }
+        Command::Generate {
+            model_dir,
+            ids,
+            prompt,
+            chat,
+            max_new_tokens,
+            temperature,
+            top_p,
+            seed,
+            thinking_budget,
+            json,
+        } => {
+            if chat || thinking_budget.is_some() {
+                return Err(llm_anatomy::Error::Invalid(
+                    "--chat / --thinking-budget need the chat-template chapter, which this build does not have yet".into(),
+                )
+                .into());
+            }
+            let tok = match &prompt {
+                Some(_) => Some(qwen3_tokenizer(&model_dir)?),
+                None => None,
+            };
+            let prompt_ids = match (&ids, &prompt, &tok) {
+                (Some(ids), _, _) => tokenizer::glitch::parse_id_ranges(ids)?,
+                (None, Some(text), Some(tok)) => tok.encode(text)?,
+                _ => unreachable!("clap requires --ids or --prompt"),
+            };
+            let sampling = match temperature {
+                None => qwen3::Sampling::Greedy,
+                Some(temperature) => qwen3::Sampling::TopP {
+                    temperature,
+                    top_p,
+                    seed,
+                },
+            };
+            with_model(&model_dir, |model| {
+                let opts = qwen3::GenerateOptions {
+                    max_new_tokens,
+                    sampling,
+                    stop: model.config.eos_token_ids.clone(),
+                };
+                let new = qwen3::generate(model, &prompt_ids, &opts, |_| {})?;
+                let text = tok.as_ref().map(|t| t.decode(&new)).transpose()?;
+                if json {
+                    let mut v = serde_json::json!({ "ids": new });
+                    if let Some(text) = text {
+                        v["text"] = text.into();
+                    }
+                    println!("{v}");
+                } else {
+                    println!("{new:?}");
+                    if let Some(text) = text {
+                        println!("{text}");
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        Command::RouterStats {
+            model_dir,
+            ids,
+            json,
+        } => {
+            let ids = tokenizer::glitch::parse_id_ranges(&ids)?;
+            with_model(&model_dir, |model| {
+                let output = model.logits(&ids)?;
+                let report = qwen3::router_report(&model.config, &ids, &output);
+                if json {
+                    println!("{}", serde_json::to_string(&report)?);
+                } else {
+                    print!("{}", qwen3::router_text(&report, None));
+                }
+                Ok(())
+            })?;
         }
         Command::Rope {
             head_dim,
@@ -148,4 +389,33 @@ fn run(command: Command) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Opens MODEL_DIR (config.json + safetensors), views its weights with a progress bar on a
+/// terminal, and runs `f` on the model.
+fn with_model<T>(
+    dir: &std::path::Path,
+    f: impl FnOnce(&qwen3::Model) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let (config, ckpt) = qwen3::open(dir)?;
+    let bar = indicatif::ProgressBar::new(config.num_hidden_layers as u64).with_message("layers");
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("loading {msg} {bar:30} {pos}/{len}")
+            .expect("static template"),
+    );
+    let model = qwen3::Model::new_with_progress(config, &ckpt, |done, _| {
+        bar.set_position(done as u64)
+    })?;
+    bar.finish_and_clear();
+    f(&model)
+}
+
+/// The tokenizer for a model: its own tokenizer.json if it has one, else Qwen's vocabulary.
+fn qwen3_tokenizer(dir: &std::path::Path) -> anyhow::Result<tokenizer::Tokenizer> {
+    let own = dir.join("tokenizer.json");
+    Ok(if own.is_file() {
+        tokenizer::Tokenizer::from_file(&own)?
+    } else {
+        tokenizer::Tokenizer::qwen()?
+    })
 }

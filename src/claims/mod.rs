@@ -163,10 +163,17 @@ pub(crate) fn outcome(value: f64, computed: String, ok: bool, note: impl Into<St
 }
 
 mod long_context;
+mod moe;
 mod position;
+mod qwen3;
 
 /// The chapters' entries, in catalogue order.
-pub const ENTRIES: &[&[Entry]] = &[position::ENTRIES, long_context::ENTRIES];
+pub const ENTRIES: &[&[Entry]] = &[
+    position::ENTRIES,
+    long_context::ENTRIES,
+    moe::ENTRIES,
+    qwen3::ENTRIES,
+];
 
 /// Seeded N(0, 1) vector of length `n` (inputs of the numeric checks).
 pub(crate) fn seeded_vec(n: usize, seed: u64) -> Vec<f32> {

@@ -129,6 +129,18 @@ fn get_f64_list(obj: &Value, key: &str, what: &str) -> Result<Vec<f64>> {
         .collect()
 }
 
+fn check_theta(theta: f64, what: &str) -> Result<f64> {
+    if theta.is_finite() && theta > 1.0 {
+        Ok(theta)
+    } else {
+        Err(Error::field(
+            what,
+            "rope_theta",
+            format!("must be a number > 1, got {theta}"),
+        ))
+    }
+}
+
 fn require(v: Option<f64>, what: &str, key: &str) -> Result<f64> {
     let x = v.ok_or_else(|| Error::field(what, key, "missing"))?;
     if x.is_finite() && x > 0.0 {
@@ -161,15 +173,8 @@ impl RopeConfig {
                 format!("must be even and ≥ 2, got {head_dim}"),
             ));
         }
-        if !(theta.is_finite() && theta > 1.0) {
-            return Err(Error::field(
-                what,
-                "rope_theta",
-                format!("must be a number > 1, got {theta}"),
-            ));
-        }
         let mut cfg = RopeConfig {
-            theta,
+            theta: check_theta(theta, what)?,
             head_dim,
             partial_rotary_factor: 1.0,
             max_position_embeddings,
@@ -185,8 +190,9 @@ impl RopeConfig {
                 format!("expected an object, got {obj}"),
             ));
         }
+        // transformers 5 keeps the base inside `rope_parameters`; there it wins.
         if let Some(t) = get_f64(obj, "rope_theta", what)? {
-            cfg.theta = t;
+            cfg.theta = check_theta(t, what)?;
         }
         if let Some(p) = get_f64(obj, "partial_rotary_factor", what)? {
             if !(p > 0.0 && p <= 1.0) {
@@ -239,11 +245,20 @@ impl RopeConfig {
             }
             "yarn" => {
                 let original = need_original()?;
-                let factor = match factor {
-                    Some(_) => require(factor, what, "factor")?,
-                    None => match max_position_embeddings {
+                // transformers requires the key; only an explicit `null` (DeepSeek style)
+                // means "max_position_embeddings / original_max_position_embeddings".
+                let factor = match (obj.get("factor"), factor) {
+                    (None, _) => return Err(Error::field(what, "factor", "missing")),
+                    (Some(_), Some(_)) => require(factor, what, "factor")?,
+                    (Some(_), None) => match max_position_embeddings {
                         Some(m) => m as f64 / original as f64,
-                        None => return Err(Error::field(what, "factor", "missing")),
+                        None => {
+                            return Err(Error::field(
+                                what,
+                                "factor",
+                                "null needs max_position_embeddings to take the ratio from",
+                            ));
+                        }
                     },
                 };
                 let nonzero = |v: Option<f64>| v.filter(|x| *x != 0.0);
@@ -289,9 +304,22 @@ impl RopeConfig {
                     (None, Some(m)) => m as f64 / original as f64,
                     (None, None) => return Err(Error::field(what, "factor", "missing")),
                 };
+                let planes = cfg.rotary_dim() / 2;
+                let list = |key: &str| -> Result<Vec<f64>> {
+                    let v = get_f64_list(obj, key, what)?;
+                    if v.len() == planes {
+                        Ok(v)
+                    } else {
+                        Err(Error::field(
+                            what,
+                            key,
+                            format!("{} factors given for {planes} rotary planes", v.len()),
+                        ))
+                    }
+                };
                 RopeScaling::LongRope(LongRope {
-                    short_factor: get_f64_list(obj, "short_factor", what)?,
-                    long_factor: get_f64_list(obj, "long_factor", what)?,
+                    short_factor: list("short_factor")?,
+                    long_factor: list("long_factor")?,
                     factor,
                     attention_factor: get_f64(obj, "attention_factor", what)?,
                     original_max_position_embeddings: original,
@@ -317,6 +345,11 @@ impl RopeConfig {
     /// transformers 4.x (`rope_theta` + `rope_scaling`) or 5.x (`rope_parameters`, which
     /// carries `rope_theta` itself). The rotated dimension is `head_dim` (or
     /// `hidden_size / num_attention_heads`), or `qk_rope_head_dim` for MLA models.
+    ///
+    /// Top-level fields merge as transformers' `standardize_rope_params` merges them:
+    /// `rope_theta` and `partial_rotary_factor` only fill gaps in the parameters object,
+    /// while a top-level `original_max_position_embeddings` (Phi-3 keeps it there)
+    /// overrides the object's own for llama3, YaRN and LongRoPE.
     pub fn from_model_config(config: &Value, what: &str) -> Result<Self> {
         let head_dim = match get_usize(config, "qk_rope_head_dim", what)? {
             Some(d) => d,
@@ -331,24 +364,60 @@ impl RopeConfig {
                 }
             },
         };
-        let params = config
-            .get("rope_parameters")
-            .filter(|v| !v.is_null())
-            .or_else(|| config.get("rope_scaling").filter(|v| !v.is_null()));
-        let theta = match get_f64(config, "rope_theta", what)? {
-            Some(t) => t,
-            None => params
-                .map(|p| get_f64(p, "rope_theta", what))
-                .transpose()?
-                .flatten()
-                .unwrap_or(10_000.0),
+        // As in transformers' `rope_scaling or rope_parameters`: a non-empty legacy object wins.
+        let non_empty = |key: &str| {
+            config
+                .get(key)
+                .filter(|v| !v.is_null() && v.as_object().is_none_or(|o| !o.is_empty()))
         };
-        let max_pos = get_usize(config, "max_position_embeddings", what)?;
-        let mut cfg = RopeConfig::new(head_dim, theta, params, max_pos, what)?;
-        if let Some(p) = get_f64(config, "partial_rotary_factor", what)? {
-            cfg.partial_rotary_factor = p;
+        let (key, params) = match non_empty("rope_scaling") {
+            Some(p) => ("rope_scaling", Some(p)),
+            None => ("rope_parameters", non_empty("rope_parameters")),
+        };
+        let mut merged = match params {
+            None => serde_json::Map::new(),
+            Some(Value::Object(o)) => o.clone(),
+            Some(v) => {
+                return Err(Error::field(
+                    what,
+                    key,
+                    format!("expected an object, got {v}"),
+                ));
+            }
+        };
+        // No RoPE parameter is itself an object: this is a per-layer-type table (Gemma 3 style).
+        if let Some((layer, _)) = merged.iter().find(|(_, v)| v.is_object()) {
+            return Err(Error::field(
+                what,
+                key,
+                format!("per-layer-type RoPE parameters ({layer:?}) are not supported"),
+            ));
         }
-        Ok(cfg)
+        for field in ["rope_theta", "partial_rotary_factor"] {
+            if let Some(v) = config.get(field).filter(|v| !v.is_null()) {
+                merged.entry(field).or_insert_with(|| v.clone());
+            }
+        }
+        let kind = merged
+            .get("rope_type")
+            .or_else(|| merged.get("type"))
+            .and_then(Value::as_str);
+        if matches!(kind, Some("llama3" | "yarn" | "longrope" | "su"))
+            && let Some(v) = config
+                .get("original_max_position_embeddings")
+                .filter(|v| !v.is_null())
+        {
+            merged.insert("original_max_position_embeddings".into(), v.clone());
+        }
+        // transformers' `default_theta` when neither place gives a base: 10⁴, except the
+        // families whose config class overrides it (of those this crate reads, Mixtral).
+        let default_theta = match config.get("model_type").and_then(Value::as_str) {
+            Some("mixtral") => 1e6,
+            _ => 10_000.0,
+        };
+        let theta = get_f64(config, "rope_theta", what)?.unwrap_or(default_theta);
+        let max_pos = get_usize(config, "max_position_embeddings", what)?;
+        RopeConfig::new(head_dim, theta, Some(&Value::Object(merged)), max_pos, what)
     }
 }
 // ANCHOR_END: parse
@@ -382,16 +451,18 @@ impl RopeConfig {
             ),
             RopeScaling::Llama3(l) => (llama3_inv_freq(&base_freqs, l), 1.0),
             RopeScaling::LongRope(l) => {
-                let ext = match seq_len {
-                    Some(s) if s > l.original_max_position_embeddings => &l.long_factor,
-                    _ => &l.short_factor,
+                let (key, ext) = match seq_len {
+                    Some(s) if s > l.original_max_position_embeddings => {
+                        ("long_factor", &l.long_factor)
+                    }
+                    _ => ("short_factor", &l.short_factor),
                 };
                 if ext.len() != dim / 2 {
-                    return Err(Error::Invalid(format!(
-                        "longrope: {} factors given for {} rotary planes",
-                        ext.len(),
-                        dim / 2
-                    )));
+                    return Err(Error::field(
+                        "longrope",
+                        key,
+                        format!("{} factors given for {} rotary planes", ext.len(), dim / 2),
+                    ));
                 }
                 let attention_factor = l.attention_factor.unwrap_or(if l.factor <= 1.0 {
                     1.0

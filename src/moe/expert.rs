@@ -33,7 +33,9 @@ impl Expert<'_> {
 
     /// Number of parameters, `3·H·I`.
     pub fn num_params(&self) -> usize {
-        self.gate.rows * self.gate.cols + self.up.rows * self.up.cols + self.down.rows * self.down.cols
+        self.gate.rows * self.gate.cols
+            + self.up.rows * self.up.cols
+            + self.down.rows * self.down.cols
     }
 
     // ANCHOR: forward

@@ -96,6 +96,7 @@ pub fn apply_rope(x: &mut [f32], cos: &[f32], sin: &[f32]) {
 }
 // ANCHOR_END: rotate_half
 
+// ANCHOR: interleaved
 /// Interleaved RoPE in place: the plane of `θ_i` is `(x_{2i}, x_{2i+1})`.
 pub fn apply_rope_interleaved(x: &mut [f32], cos: &[f32], sin: &[f32]) {
     for (i, pair) in x.chunks_exact_mut(2).take(cos.len()).enumerate() {
@@ -104,6 +105,7 @@ pub fn apply_rope_interleaved(x: &mut [f32], cos: &[f32], sin: &[f32]) {
         pair[1] = b * cos[i] + a * sin[i];
     }
 }
+// ANCHOR_END: interleaved
 
 // ANCHOR: complex
 /// The same rotation as [`apply_rope`] written as complex multiplication: the plane

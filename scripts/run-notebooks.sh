@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Executes the evcxr (Rust) Jupyter notebooks headless and fails on any error.
+#
+#   bash scripts/run-notebooks.sh [NOTEBOOK...]     (default: every notebooks/*.ipynb)
+#
+# 1. Set-up, idempotent (each step is skipped when already in place):
+#    - evcxr_jupyter 0.22.0 via `cargo install --locked` unless `cargo install --list` has it;
+#    - a Python venv with pinned Jupyter tools at $NOTEBOOK_VENV, (re)created only when it is
+#      missing or a pinned version differs;
+#    - the "rust" kernel spec (`evcxr_jupyter --install`) unless it already points at this
+#      evcxr_jupyter binary.
+# 2. Executes each notebook with `jupyter nbconvert --to notebook --execute --allow-errors`
+#    into $NOTEBOOK_OUT (the committed notebooks stay output-free). EVCXR_TMPDIR is a fixed
+#    directory, so the crate's dependencies compile once per machine, not once per kernel.
+#    --allow-errors keeps going after a compile error so that the executed copy is always
+#    written and the check below can name every failing cell; nbconvert itself then fails only
+#    on a dead kernel or a timeout.
+# 3. Checks the executed copies with scripts/check_notebook_outputs.py. A notebook fails when
+#    nbconvert fails or the check fails ("error" outputs such as compile errors, panics or
+#    errors on stderr, a cell that was not run or lacks its expected output); the rule is
+#    spelled out at the top of that script.
+#
+# Prints one line per notebook with its wall time, then `N passed, M failed`; exits 1 when any
+# notebook failed, 2 on a set-up failure. Build logs of each kernel go to $NOTEBOOK_OUT/NAME.log.
+#
+# Environment (all optional):
+#   NOTEBOOK_VENV     venv with the Jupyter tools   (default ~/.cache/llm-anatomy/nbvenv)
+#   PYTHON            interpreter to create it with (default python3; needs the venv module)
+#   EVCXR_TMPDIR      evcxr's build directory       (default <repo>/target/evcxr)
+#   NOTEBOOK_OUT      executed copies and logs      (default <repo>/target/notebooks)
+#   NOTEBOOK_TIMEOUT  seconds per cell              (default 1200)
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+EVCXR_VERSION=0.22.0
+# What `pip install nbconvert==7.17.2 nbclient==0.11.0` resolved to (Python 3.11, pip 23.2):
+# the packages that execute notebooks and talk to the kernel are pinned; the rest of the
+# dependency tree (HTML export only) follows from them.
+PINS=(
+    nbconvert==7.17.2
+    nbclient==0.11.0
+    jupyter_client==8.10.0
+    jupyter_core==5.9.1
+    nbformat==5.11.1
+    traitlets==5.16.1
+    pyzmq==27.3.0
+    tornado==6.6.1
+)
+VENV="${NOTEBOOK_VENV:-$HOME/.cache/llm-anatomy/nbvenv}"
+PYTHON="${PYTHON:-python3}"
+OUT_DIR="${NOTEBOOK_OUT:-$REPO/target/notebooks}"
+TIMEOUT="${NOTEBOOK_TIMEOUT:-1200}"
+export EVCXR_TMPDIR="${EVCXR_TMPDIR:-$REPO/target/evcxr}"
+# jupyter_core 5 warns on every command unless told to use platformdirs already; on Linux the
+# user data directory (where the kernel spec lives) is ~/.local/share/jupyter either way.
+export JUPYTER_PLATFORM_DIRS=1
+CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
+
+die() {
+    echo "run-notebooks: $*" >&2
+    exit 2
+}
+
+# ---------------------------------------------------------------- which notebooks
+if [ "$#" -gt 0 ]; then
+    NOTEBOOKS=("$@")
+else
+    shopt -s nullglob
+    NOTEBOOKS=("$REPO"/notebooks/*.ipynb)
+    shopt -u nullglob
+    [ "${#NOTEBOOKS[@]}" -gt 0 ] || die "no notebooks in $REPO/notebooks"
+fi
+
+# ---------------------------------------------------------------- evcxr_jupyter
+if ! cargo install --list | grep -qx "evcxr_jupyter v$EVCXR_VERSION:"; then
+    echo "installing evcxr_jupyter $EVCXR_VERSION (takes 12-20 min on 2 cores)..."
+    cargo install evcxr_jupyter --version "$EVCXR_VERSION" --locked ||
+        die "cargo install evcxr_jupyter failed"
+fi
+EVCXR_BIN="$CARGO_BIN/evcxr_jupyter"
+[ -x "$EVCXR_BIN" ] || die "$EVCXR_BIN not found (is CARGO_HOME set as for cargo install?)"
+
+# ---------------------------------------------------------------- Jupyter venv
+venv_ok() {
+    [ -x "$VENV/bin/python" ] && "$VENV/bin/python" - "${PINS[@]}" <<'EOF' 2>/dev/null
+import sys
+from importlib.metadata import PackageNotFoundError, version
+
+def installed(name):
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+sys.exit(any(installed(p.split("==")[0]) != p.split("==")[1] for p in sys.argv[1:]))
+EOF
+}
+if ! venv_ok; then
+    echo "creating the Jupyter venv in $VENV..."
+    mkdir -p "$(dirname "$VENV")"
+    "$PYTHON" -m venv --clear "$VENV" || die "$PYTHON -m venv failed (Debian: apt-get install python3-venv)"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${PINS[@]}" ||
+        die "pip install into $VENV failed"
+    venv_ok || die "$VENV does not hold the pinned versions after pip install"
+fi
+JUPYTER="$VENV/bin/jupyter"
+
+# ---------------------------------------------------------------- the "rust" kernel spec
+kernel_ok() {
+    "$JUPYTER" kernelspec list --json 2>/dev/null | "$VENV/bin/python" -c '
+import json, os, sys
+spec = json.load(sys.stdin)["kernelspecs"].get("rust")
+argv0 = spec["spec"]["argv"][0] if spec else ""
+sys.exit(not (argv0 and os.path.realpath(argv0) == os.path.realpath(sys.argv[1])))
+' "$EVCXR_BIN"
+}
+if ! kernel_ok; then
+    echo "installing the rust kernel spec..."
+    "$EVCXR_BIN" --install >/dev/null || die "evcxr_jupyter --install failed"
+    kernel_ok || die "jupyter does not see the rust kernel after evcxr_jupyter --install"
+fi
+
+# ---------------------------------------------------------------- execute and check
+mkdir -p "$OUT_DIR" "$EVCXR_TMPDIR"
+# evcxr keeps one crate in EVCXR_TMPDIR, so two kernels must not share it at once: serialise
+# concurrent runs of this script (several people or jobs on one checkout).
+exec 9>"$EVCXR_TMPDIR.lock"
+if ! flock -n 9; then
+    echo "waiting for another run-notebooks.sh to finish (lock $EVCXR_TMPDIR.lock)..."
+    flock 9
+fi
+
+passed=0
+failed=0
+for nb in "${NOTEBOOKS[@]}"; do
+    name="$(basename "$nb" .ipynb)"
+    log="$OUT_DIR/$name.log"
+    executed="$OUT_DIR/$name.ipynb"
+    rm -f "$executed"
+    if [ ! -f "$nb" ]; then
+        printf 'FAIL  %-40s (no such file)\n' "$nb"
+        failed=$((failed + 1))
+        continue
+    fi
+    start=$(date +%s.%N)
+    status=PASS
+    # The kernel's working directory is the notebook's own, so `:dep … path = ".."` finds the
+    # crate; only the executed copy goes to OUT_DIR.
+    if ! "$JUPYTER" nbconvert --to notebook --execute --allow-errors \
+        --ExecutePreprocessor.timeout="$TIMEOUT" \
+        --output-dir "$OUT_DIR" --output "$name" "$nb" >"$log" 2>&1; then
+        status=FAIL
+        echo "---- $nb: nbconvert failed; end of $log:"
+        tail -n 40 "$log"
+    elif ! "$VENV/bin/python" "$REPO/scripts/check_notebook_outputs.py" "$executed"; then
+        status=FAIL
+    fi
+    secs=$(echo "$start $(date +%s.%N)" | awk '{printf "%.1f", $2 - $1}')
+    printf '%s  %-40s %8s s\n' "$status" "$nb" "$secs"
+    if [ "$status" = PASS ]; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+    fi
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

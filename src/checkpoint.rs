@@ -1,0 +1,702 @@
+//! Hugging Face checkpoints on disk: memory-mapped safetensors files, a single
+//! `model.safetensors` or shards listed in `model.safetensors.index.json`.
+//!
+//! A safetensors file is an 8-byte little-endian header length `N`, `N` bytes of JSON
+//! mapping each tensor name to `{"dtype", "shape", "data_offsets": [begin, end]}` (offsets
+//! relative to the end of the header), then the raw little-endian data. We parse and check
+//! the header ourselves — length inside the file, JSON, every offset inside the data
+//! section, `end − begin = Π shape · dtype size`, no two tensors overlapping — so a truncated
+//! or lying file is an error naming the file and tensor, never a panic or an out-of-bounds
+//! read. Weights are handed out as [`Matrix`] views in their stored dtype (F32, BF16, F16):
+//! nothing is widened to f32 wholesale; the kernels widen row by row.
+
+use crate::error::{Error, Result};
+use crate::kernels::{Matrix, WeightData};
+use half::{bf16, f16};
+use memmap2::Mmap;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// A tensor element type as safetensors names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dtype {
+    Bool,
+    U8,
+    I8,
+    F8E4M3,
+    F8E5M2,
+    I16,
+    U16,
+    F16,
+    BF16,
+    I32,
+    U32,
+    F32,
+    I64,
+    U64,
+    F64,
+}
+
+impl Dtype {
+    /// The dtype of a safetensors header string (`"BF16"`, `"F32"`, ...).
+    pub fn parse(s: &str) -> Option<Dtype> {
+        Some(match s {
+            "BOOL" => Dtype::Bool,
+            "U8" => Dtype::U8,
+            "I8" => Dtype::I8,
+            "F8_E4M3" => Dtype::F8E4M3,
+            "F8_E5M2" => Dtype::F8E5M2,
+            "I16" => Dtype::I16,
+            "U16" => Dtype::U16,
+            "F16" => Dtype::F16,
+            "BF16" => Dtype::BF16,
+            "I32" => Dtype::I32,
+            "U32" => Dtype::U32,
+            "F32" => Dtype::F32,
+            "I64" => Dtype::I64,
+            "U64" => Dtype::U64,
+            "F64" => Dtype::F64,
+            _ => return None,
+        })
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::Bool | Dtype::U8 | Dtype::I8 | Dtype::F8E4M3 | Dtype::F8E5M2 => 1,
+            Dtype::I16 | Dtype::U16 | Dtype::F16 | Dtype::BF16 => 2,
+            Dtype::I32 | Dtype::U32 | Dtype::F32 => 4,
+            Dtype::I64 | Dtype::U64 | Dtype::F64 => 8,
+        }
+    }
+
+    /// The safetensors name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::Bool => "BOOL",
+            Dtype::U8 => "U8",
+            Dtype::I8 => "I8",
+            Dtype::F8E4M3 => "F8_E4M3",
+            Dtype::F8E5M2 => "F8_E5M2",
+            Dtype::I16 => "I16",
+            Dtype::U16 => "U16",
+            Dtype::F16 => "F16",
+            Dtype::BF16 => "BF16",
+            Dtype::I32 => "I32",
+            Dtype::U32 => "U32",
+            Dtype::F32 => "F32",
+            Dtype::I64 => "I64",
+            Dtype::U64 => "U64",
+            Dtype::F64 => "F64",
+        }
+    }
+}
+
+impl std::fmt::Display for Dtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What the header says about one tensor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorInfo {
+    pub dtype: Dtype,
+    pub shape: Vec<usize>,
+}
+
+/// One memory-mapped safetensors file.
+struct Shard {
+    path: PathBuf,
+    map: Mmap,
+}
+
+/// A copy of a tensor whose bytes are not aligned for its element type in the file (or
+/// whose host is big-endian); made on first use and kept for the checkpoint's lifetime.
+enum Owned {
+    F32(Vec<f32>),
+    Bf16(Vec<bf16>),
+    F16(Vec<f16>),
+}
+
+struct Entry {
+    shard: usize,
+    info: TensorInfo,
+    /// Absolute byte range inside the shard's mapping (already checked to lie inside it).
+    start: usize,
+    end: usize,
+    copy: OnceLock<Owned>,
+}
+
+/// An opened checkpoint: every tensor of every shard, by name.
+pub struct Checkpoint {
+    dir: PathBuf,
+    shards: Vec<Shard>,
+    tensors: BTreeMap<String, Entry>,
+}
+
+impl std::fmt::Debug for Checkpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checkpoint")
+            .field("dir", &self.dir)
+            .field("shards", &self.shards.len())
+            .field("tensors", &self.tensors.len())
+            .finish()
+    }
+}
+
+fn invalid(path: &Path, problem: impl std::fmt::Display) -> Error {
+    Error::Invalid(format!("{}: {problem}", path.display()))
+}
+
+fn io(path: &Path, source: std::io::Error) -> Error {
+    Error::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+// ANCHOR: open
+impl Checkpoint {
+    /// Opens the safetensors of a model directory: `model.safetensors`, or the shards named
+    /// by `model.safetensors.index.json`, or else every `*.safetensors` file in it.
+    ///
+    /// The files are memory-mapped: they must not be modified while the checkpoint is open
+    /// (see the safety note in [`Checkpoint::open_file`]).
+    pub fn open(dir: &Path) -> Result<Checkpoint> {
+        Self::open_with_progress(dir, |_, _, _| {})
+    }
+
+    /// [`Checkpoint::open`], calling `progress(i, n, file)` after each of the `n` files.
+    pub fn open_with_progress(
+        dir: &Path,
+        mut progress: impl FnMut(usize, usize, &Path),
+    ) -> Result<Checkpoint> {
+        let meta = std::fs::metadata(dir).map_err(|e| io(dir, e))?;
+        if !meta.is_dir() {
+            return Err(invalid(dir, "not a directory"));
+        }
+        let single = dir.join("model.safetensors");
+        let index = dir.join("model.safetensors.index.json");
+        let (files, weight_map) = if single.is_file() {
+            (vec![single], None)
+        } else if index.is_file() {
+            let (files, map) = read_index(&index)?;
+            (files, Some(map))
+        } else {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+                .map_err(|e| io(dir, e))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "safetensors") && p.is_file())
+                .collect();
+            files.sort();
+            if files.is_empty() {
+                return Err(invalid(
+                    dir,
+                    "no model.safetensors, model.safetensors.index.json or *.safetensors file",
+                ));
+            }
+            (files, None)
+        };
+        let mut ckpt = Checkpoint {
+            dir: dir.to_path_buf(),
+            shards: Vec::with_capacity(files.len()),
+            tensors: BTreeMap::new(),
+        };
+        let n = files.len();
+        for (i, file) in files.iter().enumerate() {
+            ckpt.add_file(file)?;
+            progress(i + 1, n, file);
+        }
+        if let Some(map) = weight_map {
+            // Every tensor the index promises must be in the shard it names.
+            for (name, file) in &map {
+                match ckpt.tensors.get(name) {
+                    Some(e) if ckpt.shards[e.shard].path == *file => {}
+                    Some(e) => {
+                        return Err(invalid(
+                            &index,
+                            format!(
+                                "tensor `{name}` is listed in {} but found in {}",
+                                file.display(),
+                                ckpt.shards[e.shard].path.display()
+                            ),
+                        ));
+                    }
+                    None => {
+                        return Err(invalid(
+                            &index,
+                            format!("tensor `{name}` is missing from {}", file.display()),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(ckpt)
+    }
+
+    /// Opens one safetensors file.
+    pub fn open_file(path: &Path) -> Result<Checkpoint> {
+        let mut ckpt = Checkpoint {
+            dir: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+            shards: Vec::new(),
+            tensors: BTreeMap::new(),
+        };
+        ckpt.add_file(path)?;
+        Ok(ckpt)
+    }
+
+    fn add_file(&mut self, path: &Path) -> Result<()> {
+        let file = std::fs::File::open(path).map_err(|e| io(path, e))?;
+        let len = file.metadata().map_err(|e| io(path, e))?.len();
+        if len < 8 {
+            return Err(invalid(
+                path,
+                format!(
+                    "{len} bytes: too short for a safetensors file (an 8-byte header length comes first)"
+                ),
+            ));
+        }
+        // SAFETY: `Mmap::map` is unsafe because the mapped bytes may change (or the pages
+        // vanish, if the file is truncated) when another process writes the file while it
+        // is mapped, which would break the immutability of the `&[u8]` we take from it. We
+        // open the file read-only and never write through the mapping; the one remaining
+        // condition — nobody rewrites a checkpoint while a program reads it — is the
+        // documented precondition of `Checkpoint::open`, the same one every mmap-based
+        // loader (safetensors, candle, llama.cpp) makes. Every byte range taken from the
+        // mapping below is checked against its length first.
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| io(path, e))?;
+        let shard = self.shards.len();
+        let entries = parse_header(path, &map)?;
+        for (name, info, start, end) in entries {
+            if let Some(prev) = self.tensors.get(&name) {
+                return Err(invalid(
+                    path,
+                    format!(
+                        "tensor `{name}` appears again (first in {})",
+                        self.shards[prev.shard].path.display()
+                    ),
+                ));
+            }
+            self.tensors.insert(
+                name,
+                Entry {
+                    shard,
+                    info,
+                    start,
+                    end,
+                    copy: OnceLock::new(),
+                },
+            );
+        }
+        self.shards.push(Shard {
+            path: path.to_path_buf(),
+            map,
+        });
+        Ok(())
+    }
+}
+// ANCHOR_END: open
+
+/// Reads `model.safetensors.index.json`: the distinct shard files (in order of first
+/// appearance) and the tensor → file map.
+fn read_index(index: &Path) -> Result<(Vec<PathBuf>, BTreeMap<String, PathBuf>)> {
+    let json = crate::error::read_json(index)?;
+    let map = json
+        .get("weight_map")
+        .and_then(Value::as_object)
+        .ok_or_else(|| invalid(index, "no `weight_map` object"))?;
+    let dir = index.parent().unwrap_or(Path::new("."));
+    let mut files: Vec<PathBuf> = Vec::new();
+    let mut out = BTreeMap::new();
+    for (name, file) in map {
+        let file = file.as_str().ok_or_else(|| {
+            invalid(
+                index,
+                format!("weight_map[`{name}`] is {file}, not a file name"),
+            )
+        })?;
+        if file.contains('/') || file.contains('\\') || file == ".." {
+            return Err(invalid(
+                index,
+                format!("weight_map[`{name}`] = {file:?}: shard names must be plain file names"),
+            ));
+        }
+        let path = dir.join(file);
+        if !files.contains(&path) {
+            files.push(path.clone());
+        }
+        out.insert(name.clone(), path);
+    }
+    if files.is_empty() {
+        return Err(invalid(index, "`weight_map` is empty"));
+    }
+    Ok((files, out))
+}
+
+// ANCHOR: header
+/// Parses and checks a safetensors header against the file's bytes. Returns each tensor
+/// with its absolute byte range inside `bytes`.
+fn parse_header(path: &Path, bytes: &[u8]) -> Result<Vec<(String, TensorInfo, usize, usize)>> {
+    let mut len8 = [0u8; 8];
+    len8.copy_from_slice(&bytes[..8]);
+    let n = u64::from_le_bytes(len8);
+    let available = (bytes.len() - 8) as u64;
+    if n > available {
+        return Err(invalid(
+            path,
+            format!(
+                "header length {n} is larger than the {available} bytes after it (truncated file or corrupt header)"
+            ),
+        ));
+    }
+    let data_start = 8 + n as usize;
+    let header: Value = serde_json::from_slice(&bytes[8..data_start])
+        .map_err(|e| invalid(path, format!("header is not valid JSON: {e}")))?;
+    let obj = header
+        .as_object()
+        .ok_or_else(|| invalid(path, "header is not a JSON object"))?;
+    let data_len = bytes.len() - data_start;
+    let mut out = Vec::with_capacity(obj.len());
+    for (name, v) in obj {
+        if name == "__metadata__" {
+            continue;
+        }
+        let bad = |problem: String| invalid(path, format!("tensor `{name}`: {problem}"));
+        let dtype_str = v
+            .get("dtype")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad("no `dtype` string".into()))?;
+        let dtype =
+            Dtype::parse(dtype_str).ok_or_else(|| bad(format!("unknown dtype {dtype_str:?}")))?;
+        let shape = v
+            .get("shape")
+            .and_then(Value::as_array)
+            .ok_or_else(|| bad("no `shape` list".into()))?
+            .iter()
+            .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
+            .collect::<Option<Vec<usize>>>()
+            .ok_or_else(|| bad("`shape` must hold non-negative integers".into()))?;
+        let offsets = v
+            .get("data_offsets")
+            .and_then(Value::as_array)
+            .filter(|a| a.len() == 2)
+            .and_then(|a| Some((a[0].as_u64()?, a[1].as_u64()?)))
+            .ok_or_else(|| bad("`data_offsets` must be [begin, end]".into()))?;
+        let (begin, end) = offsets;
+        if begin > end || end > data_len as u64 {
+            return Err(bad(format!(
+                "data_offsets [{begin}, {end}] lie outside the data section of {data_len} bytes (truncated file or corrupt header)"
+            )));
+        }
+        let expected = shape
+            .iter()
+            .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d))
+            .ok_or_else(|| bad(format!("shape {shape:?} overflows")))?;
+        if (end - begin) as usize != expected {
+            return Err(bad(format!(
+                "data_offsets [{begin}, {end}] hold {} bytes, but {dtype} {shape:?} needs {expected}",
+                end - begin
+            )));
+        }
+        out.push((
+            name.clone(),
+            TensorInfo { dtype, shape },
+            data_start + begin as usize,
+            data_start + end as usize,
+        ));
+    }
+    // No two tensors may share bytes (a lying header could alias them).
+    let mut ranges: Vec<(usize, usize, &str)> = out
+        .iter()
+        .filter(|t| t.3 > t.2)
+        .map(|t| (t.2, t.3, t.0.as_str()))
+        .collect();
+    ranges.sort_unstable();
+    for w in ranges.windows(2) {
+        if w[1].0 < w[0].1 {
+            return Err(invalid(
+                path,
+                format!("tensors `{}` and `{}` overlap", w[0].2, w[1].2),
+            ));
+        }
+    }
+    Ok(out)
+}
+// ANCHOR_END: header
+
+// ANCHOR: access
+impl Checkpoint {
+    /// The directory the checkpoint was opened from.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The safetensors files, in the order they were opened.
+    pub fn files(&self) -> Vec<&Path> {
+        self.shards.iter().map(|s| s.path.as_path()).collect()
+    }
+
+    /// Every tensor name, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        self.tensors.keys().map(String::as_str).collect()
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+
+    /// Total bytes of tensor data.
+    pub fn data_bytes(&self) -> usize {
+        self.tensors.values().map(|e| e.end - e.start).sum()
+    }
+
+    /// The dtype and shape of a tensor.
+    pub fn info(&self, name: &str) -> Result<TensorInfo> {
+        Ok(self.entry(name)?.info.clone())
+    }
+
+    /// The file that holds a tensor.
+    pub fn file_of(&self, name: &str) -> Result<&Path> {
+        Ok(&self.shards[self.entry(name)?.shard].path)
+    }
+
+    fn entry(&self, name: &str) -> Result<&Entry> {
+        self.tensors.get(name).ok_or_else(|| {
+            invalid(
+                &self.dir,
+                format!("tensor `{name}` is missing from the checkpoint"),
+            )
+        })
+    }
+
+    fn bad(&self, e: &Entry, name: &str, problem: impl std::fmt::Display) -> Error {
+        invalid(
+            &self.shards[e.shard].path,
+            format!("tensor `{name}`: {problem}"),
+        )
+    }
+
+    /// A 2-D weight `[rows, cols]` in its stored dtype (F32, BF16 or F16).
+    pub fn matrix(&self, name: &str, rows: usize, cols: usize) -> Result<Matrix<'_>> {
+        self.tensor(name, &[rows, cols])
+    }
+
+    /// A tensor of exactly `shape`, viewed as a matrix whose columns are the last dimension
+    /// and whose rows are all the others (a 1-D tensor is one row). Fused expert tensors
+    /// `[E, R, C]` come back as `[E·R, C]`; cut them with [`row_block`].
+    pub fn tensor(&self, name: &str, shape: &[usize]) -> Result<Matrix<'_>> {
+        let e = self.entry(name)?;
+        if e.info.shape != shape {
+            return Err(self.bad(
+                e,
+                name,
+                format!("shape {:?}, expected {shape:?}", e.info.shape),
+            ));
+        }
+        let cols = shape.last().copied().unwrap_or(1);
+        let rows = shape[..shape.len().saturating_sub(1)].iter().product();
+        let data = self.weight_data(e, name)?;
+        Ok(Matrix { data, rows, cols })
+    }
+
+    /// A tensor widened to f32 (for small ones: norms, biases, tests), with its shape.
+    pub fn to_f32(&self, name: &str) -> Result<(Vec<f32>, Vec<usize>)> {
+        let e = self.entry(name)?;
+        let bytes = self.bytes(e);
+        let v: Vec<f32> = match e.info.dtype {
+            Dtype::F64 => bytes
+                .chunks_exact(8)
+                .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")) as f32)
+                .collect(),
+            _ => match self.weight_data(e, name)? {
+                WeightData::F32(d) => d.to_vec(),
+                WeightData::Bf16(d) => d.iter().map(|x| x.to_f32()).collect(),
+                WeightData::F16(d) => d.iter().map(|x| x.to_f32()).collect(),
+            },
+        };
+        Ok((v, e.info.shape.clone()))
+    }
+
+    /// A 1-D tensor of length `len` widened to f32 (norm weights, biases).
+    pub fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>> {
+        let e = self.entry(name)?;
+        if e.info.shape != [len] {
+            return Err(self.bad(
+                e,
+                name,
+                format!("shape {:?}, expected [{len}]", e.info.shape),
+            ));
+        }
+        Ok(self.to_f32(name)?.0)
+    }
+
+    fn bytes<'a>(&'a self, e: &'a Entry) -> &'a [u8] {
+        &self.shards[e.shard].map[e.start..e.end]
+    }
+
+    /// The tensor's elements as a typed slice: borrowed straight from the mapping when the
+    /// bytes are aligned for the type (and the host is little-endian, as the format is),
+    /// otherwise copied once into an aligned buffer.
+    fn weight_data<'a>(&'a self, e: &'a Entry, name: &str) -> Result<WeightData<'a>> {
+        let bytes = self.bytes(e);
+        Ok(match e.info.dtype {
+            Dtype::F32 => WeightData::F32(match cast(bytes) {
+                Some(s) => s,
+                None => match e.copy.get_or_init(|| {
+                    Owned::F32(
+                        bytes
+                            .chunks_exact(4)
+                            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                            .collect(),
+                    )
+                }) {
+                    Owned::F32(v) => v,
+                    _ => unreachable!("the copy has the entry's dtype"),
+                },
+            }),
+            Dtype::BF16 => WeightData::Bf16(match cast(bytes) {
+                Some(s) => s,
+                None => match e.copy.get_or_init(|| {
+                    Owned::Bf16(
+                        bytes
+                            .chunks_exact(2)
+                            .map(|b| bf16::from_bits(u16::from_le_bytes([b[0], b[1]])))
+                            .collect(),
+                    )
+                }) {
+                    Owned::Bf16(v) => v,
+                    _ => unreachable!("the copy has the entry's dtype"),
+                },
+            }),
+            Dtype::F16 => WeightData::F16(match cast(bytes) {
+                Some(s) => s,
+                None => match e.copy.get_or_init(|| {
+                    Owned::F16(
+                        bytes
+                            .chunks_exact(2)
+                            .map(|b| f16::from_bits(u16::from_le_bytes([b[0], b[1]])))
+                            .collect(),
+                    )
+                }) {
+                    Owned::F16(v) => v,
+                    _ => unreachable!("the copy has the entry's dtype"),
+                },
+            }),
+            other => {
+                return Err(self.bad(e, name, format!("dtype {other}, expected F32, BF16 or F16")));
+            }
+        })
+    }
+}
+// ANCHOR_END: access
+
+/// Reinterprets little-endian bytes as `T` without copying, when they are aligned for `T`
+/// and the host is little-endian. `bytemuck` checks size and alignment, so no `unsafe`.
+fn cast<T: bytemuck::Pod>(bytes: &[u8]) -> Option<&[T]> {
+    if cfg!(target_endian = "little") {
+        bytemuck::try_cast_slice(bytes).ok()
+    } else {
+        None
+    }
+}
+
+/// Rows `start .. start + rows` of a matrix, as a matrix (a fused expert tensor's block).
+/// Panics if the block runs past the matrix (callers check shapes first).
+pub fn row_block<'a>(m: &Matrix<'a>, start: usize, rows: usize) -> Matrix<'a> {
+    assert!(start + rows <= m.rows, "row_block: rows out of range");
+    let span = start * m.cols..(start + rows) * m.cols;
+    let data = match m.data {
+        WeightData::F32(d) => WeightData::F32(&d[span]),
+        WeightData::Bf16(d) => WeightData::Bf16(&d[span]),
+        WeightData::F16(d) => WeightData::F16(&d[span]),
+    };
+    Matrix {
+        data,
+        rows,
+        cols: m.cols,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A safetensors file built by hand: `tensors` are (name, dtype, shape, bytes).
+    fn build(tensors: &[(&str, &str, Vec<usize>, Vec<u8>)], pad: usize) -> Vec<u8> {
+        let mut header = serde_json::Map::new();
+        let mut data = Vec::new();
+        for (name, dtype, shape, bytes) in tensors {
+            header.insert(
+                name.to_string(),
+                serde_json::json!({"dtype": dtype, "shape": shape,
+                    "data_offsets": [data.len(), data.len() + bytes.len()]}),
+            );
+            data.extend_from_slice(bytes);
+        }
+        let mut h = serde_json::to_vec(&Value::Object(header)).unwrap();
+        h.extend(std::iter::repeat_n(b' ', pad));
+        let mut out = (h.len() as u64).to_le_bytes().to_vec();
+        out.extend(h);
+        out.extend(data);
+        out
+    }
+
+    fn write(dir: &Path, name: &str, bytes: &[u8]) {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+
+    fn tmp(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("anatomy-ckpt-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    fn f32_bytes(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn misaligned_tensors_are_copied_and_read_right() {
+        let w = [1.5f32, -2.0, 3.25, 4.0, 0.5, -0.125];
+        let b: Vec<u8> = w
+            .iter()
+            .flat_map(|x| bf16::from_f32(*x).to_bits().to_le_bytes())
+            .collect();
+        // Pads of 0..4 bytes shift the data section off 4-byte alignment.
+        for pad in 0..4 {
+            let dir = tmp(&format!("align{pad}"));
+            let file = build(
+                &[
+                    ("one", "U8", vec![1], vec![7]),
+                    ("w", "F32", vec![2, 3], f32_bytes(&w)),
+                    ("h", "BF16", vec![3, 2], b.clone()),
+                ],
+                pad,
+            );
+            write(&dir, "model.safetensors", &file);
+            let c = Checkpoint::open(&dir).unwrap();
+            let m = c.matrix("w", 2, 3).unwrap();
+            let mut out = [0.0f32; 2];
+            m.matvec(&[1.0, 1.0, 1.0], &mut out);
+            assert_eq!(out, [2.75, 4.375]);
+            assert_eq!(c.to_f32("h").unwrap(), (w.to_vec(), vec![3, 2]));
+            assert!(c.matrix("one", 1, 1).is_err());
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+
+    #[test]
+    fn row_block_cuts_a_fused_tensor() {
+        let v: Vec<f32> = (0..24).map(|i| i as f32).collect();
+        let m = Matrix::f32(&v, 6, 4);
+        let b = row_block(&m, 2, 3);
+        let mut row = [0.0f32; 4];
+        b.row_into(0, &mut row);
+        assert_eq!(row, [8.0, 9.0, 10.0, 11.0]);
+        assert_eq!((b.rows, b.cols), (3, 4));
+    }
+}

@@ -1,0 +1,250 @@
+//! The MoE feed-forward layer: route every token, run its k experts, add their outputs
+//! weighted by the router.
+//!
+//! Source S0 5.4.1, 5.4.3, 5.4.7 and S1 §3. `MoE-FFN(x) = Σ_{j ∈ TopK(x)} p_j F_j(x)`.
+//! [`moe_naive`] is that formula read literally: for each token, for each chosen expert.
+//! [`moe_bucketed`] is what real implementations do (the text's `MoEFeedForward`, and
+//! transformers' `Qwen3MoeExperts`): gather each expert's tokens, run the expert once on
+//! that batch, scatter-add the weighted outputs back. A test pins the two equal (claim
+//! `moe.bucketed_equiv`). DeepSeekMoE adds always-on shared experts ([`moe_with_shared`],
+//! claim `moe.shared_expert`); which layers are MoE at all is [`is_moe_layer`].
+
+use super::expert::Expert;
+use super::router::{Routing, route};
+use crate::kernels::Matrix;
+
+/// The router logits of one token: `router · x` (`router` is `[num_experts, hidden]`).
+pub fn router_logits(router: &Matrix, x: &[f32]) -> Vec<f32> {
+    let mut logits = vec![0.0f32; router.rows];
+    router.matvec(x, &mut logits);
+    logits
+}
+
+/// Routes every token of `x` (`[tokens, hidden]`) with the Hugging Face convention.
+pub fn route_tokens(
+    x: &[f32],
+    hidden: usize,
+    router: &Matrix,
+    k: usize,
+    norm_topk_prob: bool,
+) -> Vec<Routing> {
+    check_shapes(x, hidden, router);
+    x.chunks_exact(hidden)
+        .map(|t| route(&router_logits(router, t), k, norm_topk_prob))
+        .collect()
+}
+
+// ANCHOR: moe_naive
+/// x is `[tokens, hidden]` row-major; router is `[num_experts, hidden]`. Returns the
+/// `[tokens, hidden]` output and each token's Routing. The literal formula: for each token,
+/// run each selected expert and add `p_j · F_j(x)` in routing order.
+pub fn moe_naive(
+    x: &[f32],
+    hidden: usize,
+    router: &Matrix,
+    experts: &[Expert],
+    k: usize,
+    norm_topk_prob: bool,
+) -> (Vec<f32>, Vec<Routing>) {
+    let routings = route_tokens(x, hidden, router, k, norm_topk_prob);
+    assert_eq!(experts.len(), router.rows, "moe: one expert per router row");
+    let mut out = vec![0.0f32; x.len()];
+    let mut y = vec![0.0f32; hidden];
+    for ((xt, ot), r) in x
+        .chunks_exact(hidden)
+        .zip(out.chunks_exact_mut(hidden))
+        .zip(&routings)
+    {
+        for (&e, &p) in r.experts.iter().zip(&r.weights) {
+            experts[e].forward(xt, &mut y);
+            for (o, v) in ot.iter_mut().zip(&y) {
+                *o += p * v;
+            }
+        }
+    }
+    (out, routings)
+}
+// ANCHOR_END: moe_naive
+
+// ANCHOR: moe_bucketed
+/// Same contract as [`moe_naive`], computed per expert: gather the tokens routed to expert
+/// e, run e once on that batch, scatter-add `p · F_e(x)`. Experts are visited in index
+/// order, as transformers does, so each token's sum is accumulated in expert-index order.
+pub fn moe_bucketed(
+    x: &[f32],
+    hidden: usize,
+    router: &Matrix,
+    experts: &[Expert],
+    k: usize,
+    norm_topk_prob: bool,
+) -> (Vec<f32>, Vec<Routing>) {
+    let routings = route_tokens(x, hidden, router, k, norm_topk_prob);
+    assert_eq!(experts.len(), router.rows, "moe: one expert per router row");
+    let buckets = buckets(&routings, experts.len());
+    let mut out = vec![0.0f32; x.len()];
+    for (expert, bucket) in experts.iter().zip(&buckets) {
+        if bucket.is_empty() {
+            continue; // an expert nobody chose costs nothing
+        }
+        // Gather: the expert's tokens as one [n, hidden] batch.
+        let mut batch = Vec::with_capacity(bucket.len() * hidden);
+        for &(t, _) in bucket {
+            batch.extend_from_slice(&x[t * hidden..(t + 1) * hidden]);
+        }
+        let mut y = vec![0.0f32; batch.len()];
+        expert.forward_batch(&batch, &mut y);
+        // Scatter-add, weighted (index_add_ in PyTorch).
+        for (&(t, p), yt) in bucket.iter().zip(y.chunks_exact(hidden)) {
+            for (o, v) in out[t * hidden..(t + 1) * hidden].iter_mut().zip(yt) {
+                *o += v * p;
+            }
+        }
+    }
+    (out, routings)
+}
+// ANCHOR_END: moe_bucketed
+
+/// For each expert, the tokens routed to it and their weight, tokens in increasing order.
+pub fn buckets(routings: &[Routing], num_experts: usize) -> Vec<Vec<(usize, f32)>> {
+    let mut b = vec![Vec::new(); num_experts];
+    for (t, r) in routings.iter().enumerate() {
+        for (&e, &p) in r.experts.iter().zip(&r.weights) {
+            b[e].push((t, p));
+        }
+    }
+    b
+}
+
+// ANCHOR: moe_with_shared
+/// DeepSeekMoE: `y = Σ_s F_shared,s(x) + Σ_{j ∈ TopK} p_j F_j(x)`. The shared experts see
+/// every token with weight 1; the routed part is [`moe_bucketed`].
+pub fn moe_with_shared(
+    x: &[f32],
+    hidden: usize,
+    router: &Matrix,
+    experts: &[Expert],
+    shared: &[Expert],
+    k: usize,
+    norm_topk_prob: bool,
+) -> (Vec<f32>, Vec<Routing>) {
+    let (mut out, routings) = moe_bucketed(x, hidden, router, experts, k, norm_topk_prob);
+    let mut y = vec![0.0f32; hidden];
+    for (xt, ot) in x.chunks_exact(hidden).zip(out.chunks_exact_mut(hidden)) {
+        for s in shared {
+            s.forward(xt, &mut y);
+            for (o, v) in ot.iter_mut().zip(&y) {
+                *o += v;
+            }
+        }
+    }
+    (out, routings)
+}
+// ANCHOR_END: moe_with_shared
+
+// ANCHOR: is_moe_layer
+/// Whether decoder layer `layer` (0-based) has an MoE block or a dense MLP:
+/// - Qwen2/3-MoE: MoE iff `layer ∉ mlp_only_layers` and `(layer + 1) % decoder_sparse_step == 0`;
+/// - DeepSeek-V2/V3: dense for the first `first_k_dense_replace` layers.
+///
+/// Pass `decoder_sparse_step = 1`, `mlp_only_layers = []`, `first_k_dense = 0` for a family
+/// that lacks the rule. A step of 0 means no MoE layer (transformers would divide by zero).
+pub fn is_moe_layer(
+    layer: usize,
+    decoder_sparse_step: usize,
+    mlp_only_layers: &[usize],
+    first_k_dense: usize,
+) -> bool {
+    layer >= first_k_dense
+        && !mlp_only_layers.contains(&layer)
+        && decoder_sparse_step != 0
+        && (layer + 1).is_multiple_of(decoder_sparse_step)
+}
+// ANCHOR_END: is_moe_layer
+
+/// DeepSeek's own placement rule (its modelling code): MoE iff
+/// `layer >= first_k_dense_replace && layer % moe_layer_freq == 0`. Note the `layer`, not
+/// `layer + 1`, unlike Qwen's `decoder_sparse_step`; with frequency 1 they agree.
+pub fn is_moe_layer_deepseek(
+    layer: usize,
+    first_k_dense_replace: usize,
+    moe_layer_freq: usize,
+) -> bool {
+    layer >= first_k_dense_replace && moe_layer_freq != 0 && layer.is_multiple_of(moe_layer_freq)
+}
+
+fn check_shapes(x: &[f32], hidden: usize, router: &Matrix) {
+    assert!(
+        hidden > 0 && x.len().is_multiple_of(hidden),
+        "moe: x is not [tokens, hidden]"
+    );
+    assert_eq!(
+        router.cols, hidden,
+        "moe: router is not [num_experts, hidden]"
+    );
+}
+
+/// An MoE layer that owns its f32 weights (the examples and tests build small random ones).
+#[derive(Clone, Debug)]
+pub struct OwnedMoe {
+    pub hidden: usize,
+    pub intermediate: usize,
+    /// `[num_experts, hidden]`.
+    pub router: Vec<f32>,
+    /// Per expert: gate `[I, H]`, up `[I, H]`, down `[H, I]`.
+    pub gate: Vec<Vec<f32>>,
+    pub up: Vec<Vec<f32>>,
+    pub down: Vec<Vec<f32>>,
+}
+
+impl OwnedMoe {
+    /// N(0, 1) router and N(0, 1/H) expert weights from a seeded generator.
+    pub fn random(num_experts: usize, hidden: usize, intermediate: usize, seed: u64) -> Self {
+        use ndarray_rand::rand::{SeedableRng, rngs::StdRng};
+        use ndarray_rand::rand_distr::{Distribution, StandardNormal};
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut draw = |n: usize, scale: f32| -> Vec<f32> {
+            (0..n)
+                .map(|_| {
+                    scale * <StandardNormal as Distribution<f32>>::sample(&StandardNormal, &mut rng)
+                })
+                .collect()
+        };
+        let s = 1.0 / (hidden as f32).sqrt();
+        let router = draw(num_experts * hidden, 1.0);
+        let gate = (0..num_experts)
+            .map(|_| draw(intermediate * hidden, s))
+            .collect();
+        let up = (0..num_experts)
+            .map(|_| draw(intermediate * hidden, s))
+            .collect();
+        let down = (0..num_experts)
+            .map(|_| draw(hidden * intermediate, s))
+            .collect();
+        OwnedMoe {
+            hidden,
+            intermediate,
+            router,
+            gate,
+            up,
+            down,
+        }
+    }
+
+    pub fn num_experts(&self) -> usize {
+        self.gate.len()
+    }
+
+    pub fn router(&self) -> Matrix<'_> {
+        Matrix::f32(&self.router, self.num_experts(), self.hidden)
+    }
+
+    pub fn experts(&self) -> Vec<Expert<'_>> {
+        (0..self.num_experts())
+            .map(|e| Expert {
+                gate: Matrix::f32(&self.gate[e], self.intermediate, self.hidden),
+                up: Matrix::f32(&self.up[e], self.intermediate, self.hidden),
+                down: Matrix::f32(&self.down[e], self.hidden, self.intermediate),
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,443 @@
+//! A Qwen3-MoE (or dense Qwen3) `config.json`, in either style found in the wild.
+//!
+//! Source S0 5.5.1 lists the fields of Qwen3-30B-A3B that change the computation; this
+//! module reads every one of them. Checkpoints saved by transformers 4.x (and the official
+//! Qwen releases) write `rope_theta` + `rope_scaling`, `num_experts` and `torch_dtype`;
+//! transformers 5.x's `save_pretrained` writes `rope_parameters` (carrying `rope_theta`),
+//! `num_local_experts` and `dtype`. Both parse to the same [`Qwen3Config`].
+//!
+//! Sizes that fix tensor shapes (`vocab_size`, `hidden_size`, `num_hidden_layers`,
+//! `num_attention_heads`, and the expert sizes of an MoE model) are required; behaviour
+//! flags fall back to the defaults of transformers' `Qwen3MoeConfig` / `Qwen3Config`
+//! classes — notably `norm_topk_prob = false` (the 30B-A3B checkpoint sets it true) and
+//! `head_dim = hidden_size / num_attention_heads` for Qwen3-MoE (Qwen3's class says 128).
+
+use crate::error::{Error, Result};
+use crate::long_context::scaling::RopeConfig;
+use serde_json::Value;
+use std::path::Path;
+
+/// Which transformers generation wrote the config (informational: both compute alike).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigStyle {
+    /// `rope_theta` / `rope_scaling`, `num_experts`, `torch_dtype`.
+    Transformers4,
+    /// `rope_parameters`, `num_local_experts`, `dtype`.
+    Transformers5,
+}
+
+/// Every config field that changes the forward pass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Qwen3Config {
+    /// `"qwen3_moe"` or `"qwen3"`.
+    pub model_type: String,
+    pub style: ConfigStyle,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    /// Width of the dense MLP (layers that are not MoE).
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: usize,
+    /// Per-head dimension; `num_attention_heads · head_dim` may differ from `hidden_size`.
+    pub head_dim: usize,
+    pub max_position_embeddings: usize,
+    pub rms_norm_eps: f32,
+    pub tie_word_embeddings: bool,
+    /// q/k/v/o projections carry biases (false in every released Qwen3).
+    pub attention_bias: bool,
+    /// RoPE base and scaling (YaRN etc.), parsed by the long-context chapter.
+    pub rope: RopeConfig,
+    /// 0 for a dense model.
+    pub num_experts: usize,
+    pub num_experts_per_tok: usize,
+    pub moe_intermediate_size: usize,
+    pub norm_topk_prob: bool,
+    pub decoder_sparse_step: usize,
+    pub mlp_only_layers: Vec<usize>,
+    /// Per layer: the sliding-window length, or `None` for full causal attention.
+    pub sliding_window: Vec<Option<usize>>,
+    /// `dtype` / `torch_dtype` as written (the weights' storage type; we compute in f32).
+    pub dtype: Option<String>,
+    /// Token ids that end generation (`eos_token_id`, an int or a list).
+    pub eos_token_ids: Vec<u32>,
+}
+
+fn get<'a>(cfg: &'a Value, key: &str) -> Option<&'a Value> {
+    cfg.get(key).filter(|v| !v.is_null())
+}
+
+fn opt_usize(cfg: &Value, key: &str, what: &str) -> Result<Option<usize>> {
+    match get(cfg, key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .and_then(|x| usize::try_from(x).ok())
+            .map(Some)
+            .ok_or_else(|| {
+                Error::field(
+                    what,
+                    key,
+                    format!("expected a non-negative integer, got {v}"),
+                )
+            }),
+    }
+}
+
+fn req_usize(cfg: &Value, key: &str, what: &str) -> Result<usize> {
+    let v = opt_usize(cfg, key, what)?.ok_or_else(|| Error::field(what, key, "missing"))?;
+    if v == 0 {
+        return Err(Error::field(what, key, "must be at least 1"));
+    }
+    Ok(v)
+}
+
+fn opt_bool(cfg: &Value, key: &str, what: &str) -> Result<Option<bool>> {
+    match get(cfg, key) {
+        None => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(v) => Err(Error::field(
+            what,
+            key,
+            format!("expected true or false, got {v}"),
+        )),
+    }
+}
+
+fn opt_str<'a>(cfg: &'a Value, key: &str, what: &str) -> Result<Option<&'a str>> {
+    match get(cfg, key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_str()
+            .map(Some)
+            .ok_or_else(|| Error::field(what, key, format!("expected a string, got {v}"))),
+    }
+}
+
+fn usize_list(cfg: &Value, key: &str, what: &str) -> Result<Vec<usize>> {
+    match get(cfg, key) {
+        None => Ok(Vec::new()),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| {
+                v.as_u64()
+                    .and_then(|x| usize::try_from(x).ok())
+                    .ok_or_else(|| Error::field(what, key, format!("not an index: {v}")))
+            })
+            .collect(),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .and_then(|x| usize::try_from(x).ok())
+            .map(|x| vec![x])
+            .ok_or_else(|| Error::field(what, key, format!("not an index: {n}"))),
+        Some(v) => Err(Error::field(
+            what,
+            key,
+            format!("expected a list of integers, got {v}"),
+        )),
+    }
+}
+
+// ANCHOR: parse
+impl Qwen3Config {
+    /// Reads and parses `config.json` (and `generation_config.json`'s `eos_token_id`
+    /// beside it, when present, as generation does).
+    pub fn from_file(path: &Path) -> Result<Qwen3Config> {
+        let json = crate::error::read_json(path)?;
+        let mut cfg = Self::from_json(&json, &path.display().to_string())?;
+        let generation = path.with_file_name("generation_config.json");
+        if generation.is_file()
+            && let Ok(g) = crate::error::read_json(&generation)
+        {
+            let eos = usize_list(&g, "eos_token_id", &generation.display().to_string())?;
+            if !eos.is_empty() {
+                cfg.eos_token_ids = eos.into_iter().map(|x| x as u32).collect();
+            }
+        }
+        Ok(cfg)
+    }
+
+    /// Parses a config object; `what` names it in errors.
+    pub fn from_json(cfg: &Value, what: &str) -> Result<Qwen3Config> {
+        if !cfg.is_object() {
+            return Err(Error::Invalid(format!("{what}: not a JSON object")));
+        }
+        let has_experts =
+            get(cfg, "num_experts").is_some() || get(cfg, "num_local_experts").is_some();
+        let model_type = match opt_str(cfg, "model_type", what)? {
+            Some(t @ ("qwen3_moe" | "qwen3")) => t.to_string(),
+            Some(other) => {
+                return Err(Error::field(
+                    what,
+                    "model_type",
+                    format!("{other:?} is neither \"qwen3_moe\" nor \"qwen3\""),
+                ));
+            }
+            None if has_experts => "qwen3_moe".to_string(),
+            None => "qwen3".to_string(),
+        };
+        let moe = model_type == "qwen3_moe";
+        let style = if get(cfg, "rope_parameters").is_some()
+            || get(cfg, "num_local_experts").is_some()
+            || get(cfg, "dtype").is_some()
+        {
+            ConfigStyle::Transformers5
+        } else {
+            ConfigStyle::Transformers4
+        };
+
+        let hidden_size = req_usize(cfg, "hidden_size", what)?;
+        let num_hidden_layers = req_usize(cfg, "num_hidden_layers", what)?;
+        let num_attention_heads = req_usize(cfg, "num_attention_heads", what)?;
+        let vocab_size = req_usize(cfg, "vocab_size", what)?;
+        // Qwen3MoeConfig defaults to 4 KV heads, Qwen3Config to all heads.
+        let num_key_value_heads = opt_usize(cfg, "num_key_value_heads", what)?.unwrap_or(if moe {
+            4
+        } else {
+            num_attention_heads
+        });
+        if num_key_value_heads == 0 || !num_attention_heads.is_multiple_of(num_key_value_heads) {
+            return Err(Error::field(
+                what,
+                "num_key_value_heads",
+                format!(
+                    "{num_key_value_heads} does not divide num_attention_heads = {num_attention_heads}"
+                ),
+            ));
+        }
+        let head_dim = opt_usize(cfg, "head_dim", what)?.unwrap_or(if moe {
+            hidden_size / num_attention_heads
+        } else {
+            128
+        });
+        if head_dim < 2 || !head_dim.is_multiple_of(2) {
+            return Err(Error::field(
+                what,
+                "head_dim",
+                format!("must be even and at least 2, got {head_dim}"),
+            ));
+        }
+        let hidden_act = opt_str(cfg, "hidden_act", what)?.unwrap_or("silu");
+        if hidden_act != "silu" {
+            return Err(Error::field(
+                what,
+                "hidden_act",
+                format!("{hidden_act:?}: only \"silu\" (SwiGLU) is supported"),
+            ));
+        }
+        let max_position_embeddings =
+            opt_usize(cfg, "max_position_embeddings", what)?.unwrap_or(32768);
+        let rms_norm_eps = match get(cfg, "rms_norm_eps") {
+            None => 1e-6,
+            Some(v) => v.as_f64().filter(|e| *e >= 0.0).ok_or_else(|| {
+                Error::field(
+                    what,
+                    "rms_norm_eps",
+                    format!("expected a number ≥ 0, got {v}"),
+                )
+            })?,
+        } as f32;
+        let rope = RopeConfig::from_model_config(cfg, what)?;
+        if rope.head_dim != head_dim {
+            return Err(Error::field(
+                what,
+                "head_dim",
+                format!(
+                    "RoPE would rotate {} dimensions of a {head_dim}-dim head",
+                    rope.head_dim
+                ),
+            ));
+        }
+
+        // The MoE fields (an absent expert count means a dense model).
+        let num_experts = match opt_usize(cfg, "num_experts", what)? {
+            Some(n) => n,
+            None => opt_usize(cfg, "num_local_experts", what)?.unwrap_or(0),
+        };
+        let (num_experts_per_tok, moe_intermediate_size) = if num_experts > 0 {
+            let k = req_usize(cfg, "num_experts_per_tok", what)?;
+            if k > num_experts {
+                return Err(Error::field(
+                    what,
+                    "num_experts_per_tok",
+                    format!("{k} is more than the {num_experts} experts"),
+                ));
+            }
+            (k, req_usize(cfg, "moe_intermediate_size", what)?)
+        } else {
+            (0, 0)
+        };
+        let decoder_sparse_step = opt_usize(cfg, "decoder_sparse_step", what)?.unwrap_or(1);
+        if num_experts > 0 && decoder_sparse_step == 0 {
+            return Err(Error::field(
+                what,
+                "decoder_sparse_step",
+                "must be at least 1 (MoE every n-th layer)",
+            ));
+        }
+        let mlp_only_layers = usize_list(cfg, "mlp_only_layers", what)?;
+
+        // Sliding windows: Qwen3-MoE applies one to every layer when enabled; dense Qwen3
+        // picks layers by `layer_types` (or from `max_window_layers` on).
+        let window = if opt_bool(cfg, "use_sliding_window", what)?.unwrap_or(false) {
+            Some(opt_usize(cfg, "sliding_window", what)?.unwrap_or(4096)).filter(|w| *w > 0)
+        } else {
+            None
+        };
+        let sliding_window = if moe {
+            vec![window; num_hidden_layers]
+        } else {
+            match get(cfg, "layer_types") {
+                Some(Value::Array(types)) => {
+                    if types.len() != num_hidden_layers {
+                        return Err(Error::field(
+                            what,
+                            "layer_types",
+                            format!("{} entries for {num_hidden_layers} layers", types.len()),
+                        ));
+                    }
+                    types
+                        .iter()
+                        .map(|t| match t.as_str() {
+                            Some("full_attention") => Ok(None),
+                            Some("sliding_attention") => Ok(window),
+                            _ => Err(Error::field(
+                                what,
+                                "layer_types",
+                                format!("unknown layer type {t}"),
+                            )),
+                        })
+                        .collect::<Result<Vec<_>>>()?
+                }
+                Some(v) => {
+                    return Err(Error::field(
+                        what,
+                        "layer_types",
+                        format!("expected a list, got {v}"),
+                    ));
+                }
+                None => {
+                    let first = opt_usize(cfg, "max_window_layers", what)?.unwrap_or(28);
+                    (0..num_hidden_layers)
+                        .map(|l| window.filter(|_| l >= first))
+                        .collect()
+                }
+            }
+        };
+
+        let out = Qwen3Config {
+            model_type,
+            style,
+            vocab_size,
+            hidden_size,
+            intermediate_size: opt_usize(cfg, "intermediate_size", what)?.unwrap_or(0),
+            num_hidden_layers,
+            num_attention_heads,
+            num_key_value_heads,
+            head_dim,
+            max_position_embeddings,
+            rms_norm_eps,
+            tie_word_embeddings: opt_bool(cfg, "tie_word_embeddings", what)?.unwrap_or(false),
+            attention_bias: opt_bool(cfg, "attention_bias", what)?.unwrap_or(false),
+            rope,
+            num_experts,
+            num_experts_per_tok,
+            moe_intermediate_size,
+            norm_topk_prob: opt_bool(cfg, "norm_topk_prob", what)?.unwrap_or(false),
+            decoder_sparse_step,
+            mlp_only_layers,
+            sliding_window,
+            dtype: match opt_str(cfg, "dtype", what)? {
+                Some(d) => Some(d.to_string()),
+                None => opt_str(cfg, "torch_dtype", what)?.map(str::to_string),
+            },
+            eos_token_ids: usize_list(cfg, "eos_token_id", what)?
+                .into_iter()
+                .map(|x| x as u32)
+                .collect(),
+        };
+        if (0..num_hidden_layers).any(|l| !out.is_moe_layer(l)) && out.intermediate_size == 0 {
+            return Err(Error::field(
+                what,
+                "intermediate_size",
+                "missing (a dense MLP layer needs it)",
+            ));
+        }
+        Ok(out)
+    }
+}
+// ANCHOR_END: parse
+
+impl Qwen3Config {
+    /// Qwen3-MoE's placement rule: layer `l` is MoE unless it is in `mlp_only_layers`,
+    /// when there are experts and `(l + 1)` is a multiple of `decoder_sparse_step`.
+    pub fn is_moe_layer(&self, layer: usize) -> bool {
+        self.num_experts > 0
+            && crate::moe::is_moe_layer(layer, self.decoder_sparse_step, &self.mlp_only_layers, 0)
+    }
+
+    /// `num_attention_heads · head_dim`, the width of q and of o_proj's input.
+    pub fn q_dim(&self) -> usize {
+        self.num_attention_heads * self.head_dim
+    }
+
+    /// `num_key_value_heads · head_dim`, the width of k and v.
+    pub fn kv_dim(&self) -> usize {
+        self.num_key_value_heads * self.head_dim
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::long_context::scaling::RopeScaling;
+    use serde_json::json;
+
+    fn base() -> Value {
+        json!({"model_type": "qwen3_moe", "vocab_size": 64, "hidden_size": 16,
+               "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+               "head_dim": 8, "intermediate_size": 24, "moe_intermediate_size": 8,
+               "num_experts_per_tok": 2, "max_position_embeddings": 64})
+    }
+
+    #[test]
+    fn both_styles_parse_alike() {
+        let mut v4 = base();
+        v4["num_experts"] = json!(4);
+        v4["rope_theta"] = json!(1e6);
+        v4["rope_scaling"] = json!({"type": "yarn", "factor": 4.0,
+                                    "original_max_position_embeddings": 16});
+        v4["torch_dtype"] = json!("bfloat16");
+        let mut v5 = base();
+        v5["num_local_experts"] = json!(4);
+        v5["rope_parameters"] = json!({"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0,
+                                       "original_max_position_embeddings": 16});
+        v5["dtype"] = json!("bfloat16");
+        let a = Qwen3Config::from_json(&v4, "v4").unwrap();
+        let b = Qwen3Config::from_json(&v5, "v5").unwrap();
+        assert_eq!(a.style, ConfigStyle::Transformers4);
+        assert_eq!(b.style, ConfigStyle::Transformers5);
+        assert_eq!(a.rope, b.rope);
+        assert!(matches!(a.rope.scaling, RopeScaling::Yarn(_)));
+        assert_eq!((a.num_experts, a.dtype.as_deref()), (4, Some("bfloat16")));
+        assert_eq!(
+            Qwen3Config {
+                style: ConfigStyle::Transformers5,
+                ..a
+            },
+            b
+        );
+    }
+
+    #[test]
+    fn placement_follows_sparse_step_and_mlp_only_layers() {
+        let mut v = base();
+        v["num_experts"] = json!(4);
+        v["decoder_sparse_step"] = json!(2);
+        v["mlp_only_layers"] = json!([3]);
+        let c = Qwen3Config::from_json(&v, "c").unwrap();
+        let moe: Vec<bool> = (0..4).map(|l| c.is_moe_layer(l)).collect();
+        assert_eq!(moe, [false, true, false, false]);
+        assert!(!c.norm_topk_prob, "class default");
+    }
+}

@@ -1,0 +1,245 @@
+//! Chapter 9 — the Qwen3-MoE forward pass on CPU (source S0 5.5, the culmination).
+//!
+//! The engine composes the chapters: a Hugging Face checkpoint ([`crate::checkpoint`]) and
+//! its `config.json` ([`config`]) are mapped onto weight views ([`weights`], per-expert or
+//! fused expert layouts, F32/BF16/F16), and [`model`] runs embedding → N × (RMSNorm →
+//! grouped-query attention with q/k-norm and RoPE → residual → RMSNorm → MoE or dense MLP →
+//! residual) → RMSNorm → LM head, using the RoPE of chapter 1, the frequency scaling of
+//! chapter 3 and the router and experts of chapter 5 — no second copy of any of them. A
+//! [`kv_cache`] makes decoding one position per step; [`generate`] picks tokens greedily
+//! or by seeded temperature / top-p sampling. Logits equal transformers' to ~1e-6.
+
+pub mod config;
+pub mod generate;
+pub mod kv_cache;
+pub mod model;
+pub mod weights;
+
+pub use config::Qwen3Config;
+pub use generate::{GenerateOptions, Sampling, generate};
+pub use model::{LayerRouting, Logits, Model, Output, Session};
+
+use crate::checkpoint::Checkpoint;
+use crate::error::Result;
+use std::path::Path;
+
+/// Reads `MODEL_DIR/config.json` and opens the checkpoint beside it; build the model with
+/// `Model::new(config, &checkpoint)`.
+pub fn open(dir: &Path) -> Result<(Qwen3Config, Checkpoint)> {
+    if !dir.is_dir() {
+        return Err(crate::Error::Invalid(format!(
+            "{}: no such model directory",
+            dir.display()
+        )));
+    }
+    let config = Qwen3Config::from_file(&dir.join("config.json"))?;
+    let ckpt = Checkpoint::open(dir)?;
+    Ok((config, ckpt))
+}
+
+/// Writes logits as a safetensors file with one tensor `"logits"`, F32 `[rows, vocab]`.
+pub fn save_logits(path: &Path, out: &Output, vocab: usize) -> Result<()> {
+    let bytes: Vec<u8> = out.logits.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let view = safetensors::tensor::TensorView::new(
+        safetensors::Dtype::F32,
+        vec![out.rows, vocab],
+        &bytes,
+    )
+    .map_err(|e| crate::Error::Invalid(format!("logits tensor: {e}")))?;
+    safetensors::serialize_to_file([("logits", view)], None, path)
+        .map_err(|e| crate::Error::Invalid(format!("{}: {e}", path.display())))
+}
+
+/// One position's routing in one MoE layer, for reports.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PositionRouting {
+    pub position: usize,
+    pub token: u32,
+    pub experts: Vec<usize>,
+    pub weights: Vec<f32>,
+}
+
+/// One MoE layer's routing over a prompt, and how many tokens each expert received.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LayerReport {
+    pub layer: usize,
+    pub positions: Vec<PositionRouting>,
+    pub tokens_per_expert: Vec<usize>,
+}
+
+/// `anatomy router-stats`: per MoE layer, per position, the chosen experts and weights.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RouterReport {
+    pub num_experts: usize,
+    pub num_experts_per_tok: usize,
+    pub layers: Vec<LayerReport>,
+}
+
+/// Collects the routing of a forward call over `ids` into a report.
+pub fn router_report(config: &Qwen3Config, ids: &[u32], out: &Output) -> RouterReport {
+    let layers = out
+        .routing
+        .iter()
+        .map(|lr| {
+            let mut tokens_per_expert = vec![0; config.num_experts];
+            let positions = lr
+                .routing
+                .iter()
+                .zip(ids)
+                .enumerate()
+                .map(|(position, (r, &token))| {
+                    for &e in &r.experts {
+                        tokens_per_expert[e] += 1;
+                    }
+                    PositionRouting {
+                        position,
+                        token,
+                        experts: r.experts.clone(),
+                        weights: r.weights.clone(),
+                    }
+                })
+                .collect();
+            LayerReport {
+                layer: lr.layer,
+                positions,
+                tokens_per_expert,
+            }
+        })
+        .collect();
+    RouterReport {
+        num_experts: config.num_experts,
+        num_experts_per_tok: config.num_experts_per_tok,
+        layers,
+    }
+}
+
+/// The report as a table: one row per position (with the token's text when `text` is
+/// given), one column per MoE layer listing `expert:weight`, then the load per expert.
+pub fn router_text(report: &RouterReport, text: Option<&dyn Fn(u32) -> String>) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let Some(first) = report.layers.first() else {
+        return "no MoE layers (a dense model)\n".to_string();
+    };
+    let _ = write!(s, "{:>4} {:>7} {:<14}", "pos", "id", "token");
+    for l in &report.layers {
+        let _ = write!(s, " | layer {:<2} expert:weight     ", l.layer);
+    }
+    s.push('\n');
+    for p in 0..first.positions.len() {
+        let tok = first.positions[p].token;
+        let shown = text.map(|f| format!("{:?}", f(tok))).unwrap_or_default();
+        let _ = write!(s, "{p:>4} {tok:>7} {shown:<14}");
+        for l in &report.layers {
+            let r = &l.positions[p];
+            let cell: Vec<String> = r
+                .experts
+                .iter()
+                .zip(&r.weights)
+                .map(|(e, w)| format!("{e}:{w:.2}"))
+                .collect();
+            let _ = write!(s, " | {:<25}", cell.join(" "));
+        }
+        s.push('\n');
+    }
+    for l in &report.layers {
+        let _ = writeln!(
+            s,
+            "layer {:>2} tokens per expert: {:?}",
+            l.layer, l.tokens_per_expert
+        );
+    }
+    s
+}
+
+/// Where the bundled tiny checkpoint lives.
+pub fn bundled_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/tiny-qwen3-moe")
+}
+
+/// The sentence the tour routes through the bundled model: punctuation, nouns and verbs.
+pub const TOUR_TEXT: &str = "The cat sat on the mat, and the dog ran away.";
+
+/// The bundled checkpoint run end to end, as `anatomy tour` shows it: the greedy
+/// continuation checked against transformers' (data/tiny-qwen3-moe/transformers_check.json),
+/// then [`TOUR_TEXT`] tokenised with the Qwen vocabulary, routed, and continued.
+pub fn tour_demo() -> Result<String> {
+    use std::fmt::Write;
+    let dir = bundled_dir();
+    let (config, ckpt) = open(&dir)?;
+    let model = Model::new(config, &ckpt)?;
+    let c = &model.config;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "bundled checkpoint {}: {} layers, hidden {}, {} heads × {} (KV {}), {} experts top-{}, vocab {}, {} ({:.1} MB)",
+        dir.display(),
+        c.num_hidden_layers,
+        c.hidden_size,
+        c.num_attention_heads,
+        c.head_dim,
+        c.num_key_value_heads,
+        c.num_experts,
+        c.num_experts_per_tok,
+        c.vocab_size,
+        c.dtype.as_deref().unwrap_or("?"),
+        ckpt.data_bytes() as f64 / 1e6
+    );
+
+    // 1. The same greedy tokens as transformers on the generator's prompt.
+    let check = crate::error::read_json(&dir.join("transformers_check.json"))?;
+    let ids = |key: &str| -> Result<Vec<u32>> {
+        check[key]
+            .as_array()
+            .and_then(|a| a.iter().map(|v| v.as_u64().map(|x| x as u32)).collect())
+            .ok_or_else(|| crate::Error::field("transformers_check.json", key, "not a list of ids"))
+    };
+    let (prompt, want) = (ids("prompt")?, ids("greedy")?);
+    let opts = GenerateOptions {
+        max_new_tokens: want.len(),
+        sampling: Sampling::Greedy,
+        stop: vec![],
+    };
+    let got = generate(&model, &prompt, &opts, |_| {})?;
+    let _ = writeln!(
+        s,
+        "greedy continuation of {prompt:?}: {got:?} — transformers 5.24: {want:?} ({})",
+        if got == want { "equal" } else { "DIFFERENT" }
+    );
+    if got != want {
+        return Err(crate::Error::Invalid(
+            "the bundled model's greedy tokens differ from transformers'".into(),
+        ));
+    }
+
+    // 2. Text → Qwen token ids → routing of every token in every MoE layer.
+    let tok = crate::tokenizer::Tokenizer::qwen()?;
+    let text_ids = tok.encode(TOUR_TEXT)?;
+    let out = model.logits(&text_ids)?;
+    let report = router_report(c, &text_ids, &out);
+    let show = |id: u32| {
+        tok.token_bytes(id)
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default()
+    };
+    let _ = writeln!(
+        s,
+        "router statistics for {TOUR_TEXT:?} (random weights: no linguistic meaning):"
+    );
+    s.push_str(&router_text(&report, Some(&show)));
+    let cont = generate(
+        &model,
+        &text_ids,
+        &GenerateOptions {
+            max_new_tokens: 8,
+            ..opts
+        },
+        |_| {},
+    )?;
+    let _ = writeln!(
+        s,
+        "greedy continuation: {cont:?} = {:?}",
+        tok.decode(&cont)?
+    );
+    Ok(s)
+}

@@ -1,0 +1,319 @@
+//! The Qwen3-MoE forward pass, top to bottom (source S0 5.5; the engine of design.md).
+//!
+//! ```text
+//! ids → embed_tokens
+//!     → per layer:  x += o_proj · attention(RoPE(k_norm(k)), RoPE(q_norm(q)), v)   of RMSNorm(x)
+//!                   x += MoE(RMSNorm(x))  or  MLP(RMSNorm(x))
+//!     → RMSNorm → lm_head → logits
+//! ```
+//!
+//! Every step calls the chapter that explains it: [`rmsnorm`], [`softmax_in_place`] and
+//! [`dot`] from the kernels, [`apply_rope`] with frequencies from the long-context
+//! chapter's [`RopeConfig`](crate::long_context::scaling::RopeConfig), and the MoE
+//! chapter's router and bucketed expert layer ([`moe_bucketed`]). Attention is grouped-query
+//! (`num_attention_heads / num_key_value_heads` query heads share a key/value head) and
+//! causal, with an optional sliding window; keys and values go through the [`KvCache`], so
+//! a prompt is one call (prefill) and each generated token one more (decode). The result
+//! equals transformers' `Qwen3MoeForCausalLM` to ~1e-6 (tests/qwen3_transformers.rs).
+
+use crate::checkpoint::Checkpoint;
+use crate::error::{Error, Result};
+use crate::kernels::{dot, rmsnorm, softmax_in_place};
+use crate::moe::{Routing, moe_bucketed};
+use crate::position::rope::{RopeTable, apply_rope};
+use crate::qwen3::config::Qwen3Config;
+use crate::qwen3::kv_cache::KvCache;
+use crate::qwen3::weights::{Attention, Ffn, Weights};
+
+/// A loaded model: its config and weight views into a [`Checkpoint`].
+#[derive(Debug)]
+pub struct Model<'a> {
+    pub config: Qwen3Config,
+    pub weights: Weights<'a>,
+}
+
+/// One generation's state: the KV cache, the RoPE table for its positions and scratch
+/// buffers reused by every step.
+#[derive(Debug)]
+pub struct Session {
+    pub cache: KvCache,
+    rope: RopeTable,
+    scratch: Scratch,
+}
+
+/// Which positions get logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    /// Every position of the call: `[n, vocab]`.
+    All,
+    /// The last position only (generation): `[1, vocab]`.
+    Last,
+}
+
+/// The router's choices in one MoE layer, one [`Routing`] per position of the call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerRouting {
+    pub layer: usize,
+    pub routing: Vec<Routing>,
+}
+
+/// What a forward call returns.
+#[derive(Clone, Debug)]
+pub struct Output {
+    /// Row-major `[rows, vocab]`.
+    pub logits: Vec<f32>,
+    pub rows: usize,
+    /// One entry per MoE layer, in layer order.
+    pub routing: Vec<LayerRouting>,
+}
+
+/// Buffers for a call of `n` positions; grown when a longer call comes, never per token.
+#[derive(Debug, Default)]
+struct Scratch {
+    /// Residual stream `[n, hidden]`.
+    x: Vec<f32>,
+    /// Normalised input of a sub-block `[n, hidden]`.
+    xn: Vec<f32>,
+    /// Sub-block output `[n, hidden]`.
+    y: Vec<f32>,
+    /// `[n, heads·head_dim]`, `[n, kv_dim]`, `[n, kv_dim]`, `[n, heads·head_dim]`.
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    attn: Vec<f32>,
+    /// One head, to normalise it out of place.
+    head: Vec<f32>,
+    /// Attention scores of one query against the cache.
+    scores: Vec<f32>,
+}
+
+impl<'a> Model<'a> {
+    /// Views the weights of `ckpt` for `config`, checking every tensor.
+    pub fn new(config: Qwen3Config, ckpt: &'a Checkpoint) -> Result<Model<'a>> {
+        Self::new_with_progress(config, ckpt, |_, _| {})
+    }
+
+    /// [`Model::new`], reporting `(layers done, layers)`.
+    pub fn new_with_progress(
+        config: Qwen3Config,
+        ckpt: &'a Checkpoint,
+        progress: impl FnMut(usize, usize),
+    ) -> Result<Model<'a>> {
+        config.rope.init(None)?; // surface a bad rope config now, not mid-generation
+        let weights = Weights::load_with_progress(&config, ckpt, progress)?;
+        Ok(Model { config, weights })
+    }
+
+    /// A fresh session for up to `capacity` positions (prompt plus generated tokens).
+    pub fn session(&self, capacity: usize) -> Result<Session> {
+        let c = &self.config;
+        if capacity > c.max_position_embeddings {
+            return Err(Error::Invalid(format!(
+                "{capacity} positions requested, past max_position_embeddings = {}",
+                c.max_position_embeddings
+            )));
+        }
+        // Dynamic NTK and LongRoPE pick their frequencies from the sequence length; we
+        // use the session's, as transformers does for a single call of that length.
+        let init = c.rope.init(Some(capacity))?;
+        Ok(Session {
+            cache: KvCache::new(c.num_hidden_layers, c.kv_dim(), capacity),
+            rope: RopeTable::new(&init.inv_freq, capacity, init.attention_factor),
+            scratch: Scratch::default(),
+        })
+    }
+
+    /// Logits (and routing) for every position of `ids`, in one prefill.
+    pub fn logits(&self, ids: &[u32]) -> Result<Output> {
+        let mut session = self.session(ids.len())?;
+        self.forward(&mut session, ids, Logits::All)
+    }
+
+    // ANCHOR: forward
+    /// Runs `ids` (the next positions after what `session` holds) through the model.
+    pub fn forward(&self, session: &mut Session, ids: &[u32], want: Logits) -> Result<Output> {
+        let c = &self.config;
+        let w = &self.weights;
+        let (n, h) = (ids.len(), c.hidden_size);
+        if n == 0 {
+            return Err(Error::Invalid(
+                "no token ids given (the input is empty)".into(),
+            ));
+        }
+        if let Some(&bad) = ids.iter().find(|&&id| id as usize >= c.vocab_size) {
+            return Err(Error::Invalid(format!(
+                "token id {bad} is out of range (vocab_size = {})",
+                c.vocab_size
+            )));
+        }
+        session.cache.reserve(n)?;
+        session.scratch.resize(c, n, session.cache.capacity());
+        let past = session.cache.len();
+
+        // 1. Embedding: row `id` of embed_tokens.
+        for (x, &id) in session.scratch.x.chunks_exact_mut(h).zip(ids) {
+            w.embed_tokens.row_into(id as usize, x);
+        }
+
+        // 2. The decoder layers, each two pre-norm residual sub-blocks.
+        let mut routing = Vec::new();
+        for (l, layer) in w.layers.iter().enumerate() {
+            let s = &mut session.scratch;
+            for (x, xn) in s.x.chunks_exact(h).zip(s.xn.chunks_exact_mut(h)) {
+                rmsnorm(x, &layer.input_layernorm, c.rms_norm_eps, xn);
+            }
+            self.attention(l, &layer.self_attn, past, n, session);
+            let s = &mut session.scratch;
+            add_in_place(&mut s.x, &s.y);
+
+            for (x, xn) in s.x.chunks_exact(h).zip(s.xn.chunks_exact_mut(h)) {
+                rmsnorm(x, &layer.post_attention_layernorm, c.rms_norm_eps, xn);
+            }
+            match &layer.mlp {
+                Ffn::Dense(mlp) => {
+                    for (xn, y) in s.xn.chunks_exact(h).zip(s.y.chunks_exact_mut(h)) {
+                        mlp.forward(xn, y);
+                    }
+                }
+                Ffn::Moe { router, experts } => {
+                    let (y, r) = moe_bucketed(
+                        &s.xn,
+                        h,
+                        router,
+                        experts,
+                        c.num_experts_per_tok,
+                        c.norm_topk_prob,
+                    );
+                    s.y.copy_from_slice(&y);
+                    routing.push(LayerRouting {
+                        layer: l,
+                        routing: r,
+                    });
+                }
+            }
+            add_in_place(&mut s.x, &s.y);
+        }
+        session.cache.advance(n);
+
+        // 3. Final RMSNorm and the LM head, for the positions asked for.
+        let first = match want {
+            Logits::All => 0,
+            Logits::Last => n - 1,
+        };
+        let rows = n - first;
+        let mut logits = vec![0.0f32; rows * c.vocab_size];
+        let s = &mut session.scratch;
+        for (t, out) in (first..n).zip(logits.chunks_exact_mut(c.vocab_size)) {
+            let xn = &mut s.xn[t * h..(t + 1) * h];
+            rmsnorm(&s.x[t * h..(t + 1) * h], &w.norm, c.rms_norm_eps, xn);
+            w.lm_head.matvec(xn, out);
+        }
+        Ok(Output {
+            logits,
+            rows,
+            routing,
+        })
+    }
+    // ANCHOR_END: forward
+
+    // ANCHOR: attention
+    /// Grouped-query causal self-attention of layer `l` for positions `past .. past + n`:
+    /// reads `scratch.xn`, stores the new keys/values in the cache, writes `scratch.y`.
+    fn attention(&self, l: usize, a: &Attention, past: usize, n: usize, session: &mut Session) {
+        let c = &self.config;
+        let Session {
+            cache,
+            rope,
+            scratch: s,
+        } = session;
+        let (h, d) = (c.hidden_size, c.head_dim);
+        let (qd, kvd) = (c.q_dim(), c.kv_dim());
+        let group = c.num_attention_heads / c.num_key_value_heads;
+        let scale = (d as f64).powf(-0.5) as f32;
+
+        // q, k, v for the new positions; per-head RMSNorm, then RoPE at each position.
+        for t in 0..n {
+            let xn = &s.xn[t * h..(t + 1) * h];
+            let q = &mut s.q[t * qd..(t + 1) * qd];
+            let k = &mut s.k[t * kvd..(t + 1) * kvd];
+            let v = &mut s.v[t * kvd..(t + 1) * kvd];
+            a.q_proj.matvec(xn, q);
+            a.k_proj.matvec(xn, k);
+            a.v_proj.matvec(xn, v);
+            add_bias(q, a.q_bias.as_deref());
+            add_bias(k, a.k_bias.as_deref());
+            add_bias(v, a.v_bias.as_deref());
+            let (cos, sin) = rope.row(past + t);
+            for head in q.chunks_exact_mut(d) {
+                s.head.copy_from_slice(head);
+                rmsnorm(&s.head, &a.q_norm, c.rms_norm_eps, head);
+                apply_rope(head, cos, sin);
+            }
+            for head in k.chunks_exact_mut(d) {
+                s.head.copy_from_slice(head);
+                rmsnorm(&s.head, &a.k_norm, c.rms_norm_eps, head);
+                apply_rope(head, cos, sin);
+            }
+            cache.write(l, past + t, k, v);
+        }
+
+        // softmax(q·kᵀ/√d)·v over the visible cached positions, head by head.
+        let (keys, values) = cache.layer(l, past + n);
+        for t in 0..n {
+            let pos = past + t;
+            let lo = c.sliding_window[l].map_or(0, |win| (pos + 1).saturating_sub(win));
+            let out = &mut s.attn[t * qd..(t + 1) * qd];
+            for (hq, o) in out.chunks_exact_mut(d).enumerate() {
+                let g = hq / group; // the KV head this query head shares
+                let q = &s.q[t * qd + hq * d..t * qd + (hq + 1) * d];
+                let scores = &mut s.scores[..pos + 1 - lo];
+                for (j, sc) in (lo..=pos).zip(scores.iter_mut()) {
+                    *sc = dot(q, &keys[j * kvd + g * d..j * kvd + (g + 1) * d]) * scale;
+                }
+                softmax_in_place(scores);
+                o.fill(0.0);
+                for (j, &p) in (lo..=pos).zip(scores.iter()) {
+                    let v = &values[j * kvd + g * d..j * kvd + (g + 1) * d];
+                    for (oi, vi) in o.iter_mut().zip(v) {
+                        *oi += p * vi;
+                    }
+                }
+            }
+            let y = &mut s.y[t * h..(t + 1) * h];
+            a.o_proj.matvec(out, y);
+            add_bias(y, a.o_bias.as_deref());
+        }
+    }
+    // ANCHOR_END: attention
+}
+
+impl Scratch {
+    fn resize(&mut self, c: &Qwen3Config, n: usize, capacity: usize) {
+        let h = c.hidden_size;
+        for (buf, len) in [
+            (&mut self.x, n * h),
+            (&mut self.xn, n * h),
+            (&mut self.y, n * h),
+            (&mut self.q, n * c.q_dim()),
+            (&mut self.k, n * c.kv_dim()),
+            (&mut self.v, n * c.kv_dim()),
+            (&mut self.attn, n * c.q_dim()),
+            (&mut self.head, c.head_dim),
+            (&mut self.scores, capacity),
+        ] {
+            buf.resize(len, 0.0);
+        }
+    }
+}
+
+fn add_in_place(x: &mut [f32], y: &[f32]) {
+    for (a, b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+fn add_bias(x: &mut [f32], bias: Option<&[f32]>) {
+    if let Some(b) = bias {
+        add_in_place(x, b);
+    }
+}

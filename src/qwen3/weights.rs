@@ -1,0 +1,208 @@
+//! Maps a checkpoint's tensors onto the model, checking each against the config.
+//!
+//! Tensor names follow transformers' `Qwen3MoeForCausalLM` (`model.layers.{l}.self_attn.q_proj.weight`,
+//! ...). The experts of an MoE layer are stored in one of two layouts: per expert
+//! (`mlp.experts.{e}.{gate,up,down}_proj.weight`, what the official checkpoints and
+//! transformers 5.x's `save_pretrained` write) or fused (`mlp.experts.gate_up_proj`
+//! `[E, 2I, H]` with the gate rows first, and `mlp.experts.down_proj` `[E, H, I]`, the
+//! in-memory layout of transformers 5.x). Both end up as the same [`Expert`] views, in the
+//! checkpoint's dtype: no weight is copied.
+
+use crate::checkpoint::{Checkpoint, row_block};
+use crate::error::{Error, Result};
+use crate::kernels::Matrix;
+use crate::moe::Expert;
+use crate::qwen3::config::Qwen3Config;
+
+/// One layer's attention weights. Projections are `[out, in]`; the norms act on one head.
+#[derive(Debug)]
+pub struct Attention<'a> {
+    /// `[heads·head_dim, hidden]`
+    pub q_proj: Matrix<'a>,
+    /// `[kv_heads·head_dim, hidden]`
+    pub k_proj: Matrix<'a>,
+    pub v_proj: Matrix<'a>,
+    /// `[hidden, heads·head_dim]`
+    pub o_proj: Matrix<'a>,
+    /// Biases, present when `attention_bias` is true.
+    pub q_bias: Option<Vec<f32>>,
+    pub k_bias: Option<Vec<f32>>,
+    pub v_bias: Option<Vec<f32>>,
+    pub o_bias: Option<Vec<f32>>,
+    /// RMSNorm weights `[head_dim]` applied to every query / key head before RoPE.
+    pub q_norm: Vec<f32>,
+    pub k_norm: Vec<f32>,
+}
+
+/// A layer's feed-forward block: a dense SwiGLU MLP or a routed mixture of experts.
+#[derive(Debug)]
+pub enum Ffn<'a> {
+    /// The dense MLP is the same SwiGLU network as an expert, `intermediate_size` wide.
+    Dense(Expert<'a>),
+    Moe {
+        /// `[num_experts, hidden]`, the `mlp.gate` linear.
+        router: Matrix<'a>,
+        experts: Vec<Expert<'a>>,
+    },
+}
+
+#[derive(Debug)]
+pub struct Layer<'a> {
+    pub input_layernorm: Vec<f32>,
+    pub self_attn: Attention<'a>,
+    pub post_attention_layernorm: Vec<f32>,
+    pub mlp: Ffn<'a>,
+}
+
+/// How the experts of the MoE layers were stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpertLayout {
+    PerExpert,
+    Fused,
+}
+
+#[derive(Debug)]
+pub struct Weights<'a> {
+    /// `[vocab, hidden]`
+    pub embed_tokens: Matrix<'a>,
+    pub layers: Vec<Layer<'a>>,
+    pub norm: Vec<f32>,
+    /// `[vocab, hidden]`; the embedding itself when `tie_word_embeddings`.
+    pub lm_head: Matrix<'a>,
+    /// `None` for a dense model.
+    pub expert_layout: Option<ExpertLayout>,
+}
+
+// ANCHOR: load
+impl<'a> Weights<'a> {
+    /// Views every tensor the config calls for, checking names, shapes and dtypes.
+    pub fn load(cfg: &Qwen3Config, ckpt: &'a Checkpoint) -> Result<Weights<'a>> {
+        Self::load_with_progress(cfg, ckpt, |_, _| {})
+    }
+
+    /// [`Weights::load`], calling `progress(l, layers)` after each layer.
+    pub fn load_with_progress(
+        cfg: &Qwen3Config,
+        ckpt: &'a Checkpoint,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<Weights<'a>> {
+        // A bare `Qwen3MoeModel` saves its tensors without the `model.` prefix.
+        let p = if !ckpt.contains("model.embed_tokens.weight")
+            && ckpt.contains("embed_tokens.weight")
+        {
+            ""
+        } else {
+            "model."
+        };
+        let (h, v) = (cfg.hidden_size, cfg.vocab_size);
+        let embed_tokens = ckpt.matrix(&format!("{p}embed_tokens.weight"), v, h)?;
+        let lm_head = if cfg.tie_word_embeddings {
+            embed_tokens
+        } else {
+            ckpt.matrix("lm_head.weight", v, h)?
+        };
+        let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
+        let mut layouts = Vec::new();
+        for l in 0..cfg.num_hidden_layers {
+            let pre = format!("{p}layers.{l}");
+            let (mlp, layout) = if cfg.is_moe_layer(l) {
+                let (ffn, layout) = load_moe(cfg, ckpt, &format!("{pre}.mlp"))?;
+                (ffn, Some(layout))
+            } else {
+                let i = cfg.intermediate_size;
+                let ffn = Ffn::Dense(Expert {
+                    gate: ckpt.matrix(&format!("{pre}.mlp.gate_proj.weight"), i, h)?,
+                    up: ckpt.matrix(&format!("{pre}.mlp.up_proj.weight"), i, h)?,
+                    down: ckpt.matrix(&format!("{pre}.mlp.down_proj.weight"), h, i)?,
+                });
+                (ffn, None)
+            };
+            layouts.extend(layout);
+            layers.push(Layer {
+                input_layernorm: ckpt.vector(&format!("{pre}.input_layernorm.weight"), h)?,
+                self_attn: load_attention(cfg, ckpt, &format!("{pre}.self_attn"))?,
+                post_attention_layernorm: ckpt
+                    .vector(&format!("{pre}.post_attention_layernorm.weight"), h)?,
+                mlp,
+            });
+            progress(l + 1, cfg.num_hidden_layers);
+        }
+        // (Layers could in principle mix layouts; each is read on its own.)
+        let expert_layout = layouts.first().copied();
+        Ok(Weights {
+            embed_tokens,
+            layers,
+            norm: ckpt.vector(&format!("{p}norm.weight"), h)?,
+            lm_head,
+            expert_layout,
+        })
+    }
+}
+// ANCHOR_END: load
+
+fn load_attention<'a>(cfg: &Qwen3Config, ckpt: &'a Checkpoint, pre: &str) -> Result<Attention<'a>> {
+    let (h, q, kv, d) = (cfg.hidden_size, cfg.q_dim(), cfg.kv_dim(), cfg.head_dim);
+    let bias = |name: &str, len: usize| -> Result<Option<Vec<f32>>> {
+        if cfg.attention_bias {
+            ckpt.vector(&format!("{pre}.{name}.bias"), len).map(Some)
+        } else {
+            Ok(None)
+        }
+    };
+    Ok(Attention {
+        q_proj: ckpt.matrix(&format!("{pre}.q_proj.weight"), q, h)?,
+        k_proj: ckpt.matrix(&format!("{pre}.k_proj.weight"), kv, h)?,
+        v_proj: ckpt.matrix(&format!("{pre}.v_proj.weight"), kv, h)?,
+        o_proj: ckpt.matrix(&format!("{pre}.o_proj.weight"), h, q)?,
+        q_bias: bias("q_proj", q)?,
+        k_bias: bias("k_proj", kv)?,
+        v_bias: bias("v_proj", kv)?,
+        o_bias: bias("o_proj", h)?,
+        q_norm: ckpt.vector(&format!("{pre}.q_norm.weight"), d)?,
+        k_norm: ckpt.vector(&format!("{pre}.k_norm.weight"), d)?,
+    })
+}
+
+// ANCHOR: experts
+/// The router and experts of one MoE layer, from either layout.
+fn load_moe<'a>(
+    cfg: &Qwen3Config,
+    ckpt: &'a Checkpoint,
+    pre: &str,
+) -> Result<(Ffn<'a>, ExpertLayout)> {
+    let (h, n, i) = (cfg.hidden_size, cfg.num_experts, cfg.moe_intermediate_size);
+    let router = ckpt.matrix(&format!("{pre}.gate.weight"), n, h)?;
+    let fused = format!("{pre}.experts.gate_up_proj");
+    if ckpt.contains(&fused) {
+        // [E, 2I, H]: expert e's gate rows, then its up rows.
+        let gate_up = ckpt.tensor(&fused, &[n, 2 * i, h])?;
+        let down = ckpt.tensor(&format!("{pre}.experts.down_proj"), &[n, h, i])?;
+        let experts = (0..n)
+            .map(|e| Expert {
+                gate: row_block(&gate_up, e * 2 * i, i),
+                up: row_block(&gate_up, e * 2 * i + i, i),
+                down: row_block(&down, e * h, h),
+            })
+            .collect();
+        return Ok((Ffn::Moe { router, experts }, ExpertLayout::Fused));
+    }
+    let first = format!("{pre}.experts.0.gate_proj.weight");
+    if !ckpt.contains(&first) {
+        return Err(Error::Invalid(format!(
+            "{}: MoE layer `{pre}` has neither `{fused}` nor `{first}`",
+            ckpt.dir().display()
+        )));
+    }
+    let experts = (0..n)
+        .map(|e| {
+            let x = format!("{pre}.experts.{e}");
+            Ok(Expert {
+                gate: ckpt.matrix(&format!("{x}.gate_proj.weight"), i, h)?,
+                up: ckpt.matrix(&format!("{x}.up_proj.weight"), i, h)?,
+                down: ckpt.matrix(&format!("{x}.down_proj.weight"), h, i)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((Ffn::Moe { router, experts }, ExpertLayout::PerExpert))
+}
+// ANCHOR_END: experts

@@ -1,0 +1,332 @@
+//! Chapter 4 — the tokenizer (source S0 5.3: special tokens, glitch tokens, the
+//! embedding-norm picture of the training data).
+//!
+//! A byte-level BPE tokenizer in three steps: added tokens such as `<|im_start|>` are cut
+//! out of the text first and map to one id each ([`special`]); the rest is split into
+//! pieces by Qwen's regular expression and each piece is merged from single bytes up by
+//! rank ([`bpe`]); decoding concatenates the tokens' bytes. The vocabulary is Qwen's
+//! (151,643 ranks, `data/qwen.tiktoken`), read from tiktoken or Hugging Face files
+//! ([`vocab`]). [`glitch`] scans it for suspicious tokens and screens a checkpoint's
+//! embeddings for rows that training never reached.
+//!
+//! Claims backed here: `tok.special`, `tok.glitch_ids`, `tok.literal_scan`,
+//! `tok.norm_scan`, `tok.glitch_norms`, `tok.vocab_sizes`.
+//!
+//! Exactness: with a tiktoken file the ids equal tiktoken's (no normalisation). With a
+//! Hugging Face `tokenizer.json` whose normalizer is NFC (Qwen's is), the text outside added
+//! tokens is put in NFC first, as `tokenizers` does, so the two differ on text that is not
+//! already NFC (e.g. a decomposed "é").
+
+pub mod bpe;
+pub mod glitch;
+pub mod special;
+pub mod vocab;
+
+use crate::error::{Error, Result};
+use bpe::Bpe;
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+use special::{AddedToken, AddedTokens, Segment};
+use std::path::Path;
+use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
+use vocab::Vocab;
+
+/// A byte-level BPE tokenizer: vocabulary, added tokens, pre-tokenizer, normaliser.
+pub struct Tokenizer {
+    pub vocab: Vocab,
+    pub added: AddedTokens,
+    /// The pre-tokenizer's pattern (see [`bpe::QWEN_PATTERN`]).
+    pub pattern: String,
+    regex: fancy_regex::Regex,
+    /// Put text in Unicode NFC before splitting it (Hugging Face's Qwen normalizer).
+    pub nfc: bool,
+    /// Where the vocabulary came from (for messages).
+    pub name: String,
+}
+
+/// Bytes of text per parallel chunk in [`Tokenizer::encode_parallel`].
+const CHUNK_BYTES: usize = 64 * 1024;
+
+impl Tokenizer {
+    /// Assembles a tokenizer; checks that added tokens do not reuse a vocabulary id for
+    /// other bytes and that the pattern compiles.
+    pub fn new(
+        vocab: Vocab,
+        added: Vec<AddedToken>,
+        pattern: &str,
+        nfc: bool,
+        name: &str,
+    ) -> Result<Self> {
+        for t in &added {
+            if let Some(b) = vocab.token(t.id)
+                && b != t.content.as_bytes()
+            {
+                return Err(Error::field(
+                    name,
+                    "added_tokens",
+                    format!(
+                        "{:?} has id {}, which the vocabulary gives to {:?}",
+                        t.content,
+                        t.id,
+                        String::from_utf8_lossy(b)
+                    ),
+                ));
+            }
+        }
+        let added = AddedTokens::new(added, name)?;
+        let regex = fancy_regex::Regex::new(pattern).map_err(|e| {
+            Error::field(
+                name,
+                "pre_tokenizer",
+                format!("pattern does not compile: {e}"),
+            )
+        })?;
+        Ok(Self {
+            vocab,
+            added,
+            pattern: pattern.to_string(),
+            regex,
+            nfc,
+            name: name.to_string(),
+        })
+    }
+
+    /// A tiktoken vocabulary with Qwen3's added tokens and pre-tokenizer, no normaliser:
+    /// the ids equal tiktoken's.
+    pub fn from_tiktoken(bytes: &[u8], name: &str) -> Result<Self> {
+        let vocab = vocab::parse_tiktoken(bytes, name)?;
+        Self::new(
+            vocab,
+            special::qwen3_added_tokens(),
+            bpe::QWEN_PATTERN,
+            false,
+            name,
+        )
+    }
+
+    /// A Hugging Face `tokenizer.json` (byte-level BPE).
+    pub fn from_tokenizer_json(doc: &serde_json::Value, name: &str) -> Result<Self> {
+        let p = vocab::parse_tokenizer_json(doc, name)?;
+        Self::new(p.vocab, p.added, &p.pattern, p.nfc, name)
+    }
+
+    /// Loads either format: a `.json` file (or one whose first byte is `{`) is read as
+    /// `tokenizer.json`, anything else as a tiktoken file.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let bytes = crate::error::read_file(path)?;
+        let name = path.display().to_string();
+        let is_json = path.extension().is_some_and(|e| e == "json")
+            || bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+        if is_json {
+            let doc: serde_json::Value =
+                serde_json::from_slice(&bytes).map_err(|source| Error::Json {
+                    what: name.clone(),
+                    source,
+                })?;
+            Self::from_tokenizer_json(&doc, &name)
+        } else {
+            Self::from_tiktoken(&bytes, &name)
+        }
+    }
+
+    /// The Qwen vocabulary shipped in `data/qwen.tiktoken`.
+    pub fn qwen() -> Result<Self> {
+        Self::from_file(&qwen_vocab_path())
+    }
+
+    /// Number of id slots: the vocabulary's and the added tokens' (highest id + 1).
+    pub fn n_ids(&self) -> usize {
+        self.vocab
+            .len()
+            .max(self.added.max_id().map_or(0, |m| m as usize + 1))
+    }
+
+    // ANCHOR: encode
+    /// Encodes text: added tokens are recognised anywhere and never split; every other
+    /// stretch is (optionally NFC-normalised,) pre-tokenized and merged by BPE.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        let mut out = Vec::with_capacity(text.len() / 3 + 1);
+        let mut bpe = Bpe::default();
+        for segment in self.added.split(text) {
+            match segment {
+                Segment::Added(id) => out.push(id),
+                Segment::Text(t) => self.encode_ordinary_into(t, &mut bpe, &mut out)?,
+            }
+        }
+        Ok(out)
+    }
+    // ANCHOR_END: encode
+
+    /// Encodes text with no added-token recognition: `<|im_start|>` is just characters.
+    pub fn encode_ordinary(&self, text: &str) -> Result<Vec<u32>> {
+        let mut out = Vec::with_capacity(text.len() / 3 + 1);
+        self.encode_ordinary_into(text, &mut Bpe::default(), &mut out)?;
+        Ok(out)
+    }
+
+    /// The pre-tokenizer's pieces of `text` (no normalisation, no added tokens).
+    pub fn pieces<'a>(&self, text: &'a str) -> Result<Vec<&'a str>> {
+        self.regex
+            .find_iter(text)
+            .map(|m| m.map(|m| m.as_str()).map_err(|e| self.regex_error(e)))
+            .collect()
+    }
+
+    fn regex_error(&self, e: fancy_regex::Error) -> Error {
+        Error::Invalid(format!("{}: pre-tokenizer failed: {e}", self.name))
+    }
+
+    fn encode_ordinary_into(&self, text: &str, bpe: &mut Bpe, out: &mut Vec<u32>) -> Result<()> {
+        if self.nfc && is_nfc_quick(text.chars()) != IsNormalized::Yes {
+            let normalized: String = text.nfc().collect();
+            return self.encode_pieces(&normalized, bpe, out);
+        }
+        self.encode_pieces(text, bpe, out)
+    }
+
+    /// Pre-tokenize and merge. Pieces that are not whole tokens are remembered, so a
+    /// repeated long word is merged once per call.
+    fn encode_pieces(&self, text: &str, bpe: &mut Bpe, out: &mut Vec<u32>) -> Result<()> {
+        let mut cache: FxHashMap<&str, (u32, u32)> = FxHashMap::default();
+        let mut cached_ids: Vec<u32> = Vec::new();
+        for m in self.regex.find_iter(text) {
+            let piece = m.map_err(|e| self.regex_error(e))?.as_str();
+            if self.vocab.whole_piece_first
+                && let Some(id) = self.vocab.id(piece.as_bytes())
+            {
+                out.push(id);
+                continue;
+            }
+            if let Some(&(s, e)) = cache.get(piece) {
+                out.extend_from_slice(&cached_ids[s as usize..e as usize]);
+                continue;
+            }
+            let before = out.len();
+            bpe.encode_piece(&self.vocab, piece.as_bytes(), out);
+            if piece.len() > 1 {
+                let s = cached_ids.len() as u32;
+                cached_ids.extend_from_slice(&out[before..]);
+                cache.insert(piece, (s, cached_ids.len() as u32));
+            }
+        }
+        Ok(())
+    }
+
+    /// Same ids as [`Tokenizer::encode`], computed on rayon's threads: the text is cut into
+    /// chunks only at places where a new pre-token piece must begin (an ASCII space between
+    /// two ASCII letters, or a newline followed by a non-whitespace character), so the pieces — and
+    /// the ids — are exactly those of the sequential pass.
+    pub fn encode_parallel(&self, text: &str) -> Result<Vec<u32>> {
+        let segments = self.added.split(text);
+        let mut jobs: Vec<Segment> = Vec::new();
+        for s in segments {
+            match s {
+                Segment::Text(t) if t.len() > CHUNK_BYTES => {
+                    jobs.extend(safe_chunks(t, CHUNK_BYTES).map(Segment::Text))
+                }
+                other => jobs.push(other),
+            }
+        }
+        let parts: Vec<Vec<u32>> = jobs
+            .par_iter()
+            .map(|s| match *s {
+                Segment::Added(id) => Ok(vec![id]),
+                Segment::Text(t) => {
+                    let mut out = Vec::with_capacity(t.len() / 3 + 1);
+                    self.encode_ordinary_into(t, &mut Bpe::default(), &mut out)?;
+                    Ok(out)
+                }
+            })
+            .collect::<Result<_>>()?;
+        Ok(parts.concat())
+    }
+
+    /// The bytes of a sequence of ids (added tokens give their text). An id that is
+    /// neither in the vocabulary nor an added token is an error naming it.
+    pub fn decode_bytes(&self, ids: &[u32]) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(ids.len() * 4);
+        for &id in ids {
+            out.extend_from_slice(self.token_bytes(id)?);
+        }
+        Ok(out)
+    }
+
+    /// The bytes of one id.
+    pub fn token_bytes(&self, id: u32) -> Result<&[u8]> {
+        if let Some(b) = self.vocab.token(id) {
+            return Ok(b);
+        }
+        self.added
+            .get(id)
+            .map(|t| t.content.as_bytes())
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "{}: token id {id} is not in the vocabulary (ids 0..{})",
+                    self.name,
+                    self.n_ids()
+                ))
+            })
+    }
+
+    // ANCHOR: decode
+    /// Decodes to text. Bytes that are not valid UTF-8 (a token sequence cut inside a
+    /// character) become U+FFFD, one per maximal invalid subsequence, as Hugging Face's
+    /// ByteLevel decoder and Python's `errors="replace"` do.
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        Ok(String::from_utf8_lossy(&self.decode_bytes(ids)?).into_owned())
+    }
+    // ANCHOR_END: decode
+}
+
+/// Where the shipped Qwen vocabulary lives.
+pub fn qwen_vocab_path() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/qwen.tiktoken")
+}
+
+/// Cuts `text` into chunks of about `target` bytes at positions where the Qwen
+/// pre-tokenizer always starts a new piece (see [`Tokenizer::encode_parallel`]). A chunk
+/// with no such position is left whole.
+pub fn safe_chunks(text: &str, target: usize) -> impl Iterator<Item = &str> {
+    let b = text.as_bytes();
+    let mut start = 0usize;
+    std::iter::from_fn(move || {
+        if start >= b.len() {
+            return None;
+        }
+        let mut p = (start + target).min(b.len());
+        let cut = loop {
+            if p >= b.len() {
+                break b.len();
+            }
+            let letter = |i: usize| b.get(i).is_some_and(|c| c.is_ascii_alphabetic());
+            let space_between = b[p] == b' ' && p > 0 && letter(p - 1) && letter(p + 1);
+            // No alternative of the pattern matches a newline followed by a character
+            // that is not whitespace, so a piece always begins right there.
+            let after_newline = p > 0
+                && b[p - 1] == b'\n'
+                && text.is_char_boundary(p)
+                && text[p..].chars().next().is_some_and(|c| !c.is_whitespace());
+            if space_between || after_newline {
+                break p;
+            }
+            p += 1;
+        };
+        let chunk = &text[start..cut];
+        start = cut;
+        Some(chunk)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn safe_chunks_cover_the_text() {
+        let t = "abc def\nghi  jkl 12 34 mno";
+        let joined: String = safe_chunks(t, 3).collect();
+        assert_eq!(joined, t);
+        assert!(safe_chunks(t, 3).count() > 2);
+        assert_eq!(safe_chunks("", 3).count(), 0);
+    }
+}

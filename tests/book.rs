@@ -1,0 +1,498 @@
+//! Checks on the mdBook in `book/`: the claims appendix is the registry's current table,
+//! every `{{#include}}` resolves (file and anchor), every claim id the book cites exists,
+//! every erratum it cites is explained in an Erratum box, and the numbers the chapters
+//! derive beyond the registry (figure captions, errata, exercise answers) are recomputed.
+
+use llm_anatomy::claims::{self, Status};
+use llm_anatomy::long_context::{memory, scaling};
+use llm_anatomy::position::{decay, rope};
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+const BEGIN: &str = "<!-- claims:begin -->";
+const END: &str = "<!-- claims:end -->";
+
+fn book_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("book")
+        .join("src")
+}
+
+/// Every Markdown file of the book, with its text, sorted by name.
+fn pages() -> Vec<(PathBuf, String)> {
+    let mut pages: Vec<(PathBuf, String)> = fs::read_dir(book_src())
+        .expect("book/src exists")
+        .map(|e| e.expect("readable entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .map(|p| {
+            let text = fs::read_to_string(&p).expect("readable page");
+            (p, text)
+        })
+        .collect();
+    pages.sort();
+    pages
+}
+
+fn name(p: &Path) -> String {
+    p.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+/// Lines outside fenced code blocks, with their 1-based line numbers.
+fn prose_lines(text: &str) -> Vec<(usize, &str)> {
+    let mut in_fence = false;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+            continue;
+        }
+        if !in_fence {
+            out.push((i + 1, line));
+        }
+    }
+    out
+}
+
+/// Inline code spans (single backticks) of a prose line.
+fn code_spans(line: &str) -> Vec<&str> {
+    line.split('`').skip(1).step_by(2).collect()
+}
+
+// ------------------------------------------------------------------ (a) the appendix
+
+#[test]
+fn appendix_is_the_current_claims_table() {
+    let path = book_src().join("appendix-claims.md");
+    let text = fs::read_to_string(&path).expect("book/src/appendix-claims.md exists");
+    let begin = text
+        .find(BEGIN)
+        .unwrap_or_else(|| panic!("{} lacks the marker {BEGIN}", path.display()));
+    let end = text
+        .find(END)
+        .unwrap_or_else(|| panic!("{} lacks the marker {END}", path.display()));
+    assert!(begin < end, "{BEGIN} must come before {END}");
+    let block = text[begin + BEGIN.len()..end]
+        .strip_prefix('\n')
+        .expect("a newline after the begin marker");
+    let expected = claims::markdown_table(&claims::all());
+    assert!(
+        block == expected,
+        "book/src/appendix-claims.md is out of date with the claims registry.\n\
+         Regenerate it with `bash scripts/update-book-claims.sh`, which writes the output of\n\
+         `cargo run --release -q -- tour --markdown --skip-figures` between the markers.\n\
+         --- in the book ---\n{block}\n--- registry ---\n{expected}"
+    );
+}
+
+// ------------------------------------------------------------------ (b) includes
+
+/// `(line number, directive body)` for every `{{#include …}}` / `{{#rustdoc_include …}}`.
+fn includes(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let mut rest = line;
+        while let Some(start) = rest.find("{{#") {
+            let after = &rest[start + 3..];
+            let Some(close) = after.find("}}") else {
+                break;
+            };
+            let body = after[..close].trim();
+            if let Some(arg) = body
+                .strip_prefix("include ")
+                .or_else(|| body.strip_prefix("rustdoc_include "))
+            {
+                out.push((i + 1, arg.trim().to_string()));
+            }
+            rest = &after[close + 2..];
+        }
+    }
+    out
+}
+
+fn is_line_range(s: &str) -> bool {
+    s.split(':')
+        .all(|part| part.chars().all(|c| c.is_ascii_digit()))
+}
+
+#[test]
+fn every_include_points_at_an_existing_file_and_anchor() {
+    let mut checked = 0;
+    for (page, text) in pages() {
+        let dir = page.parent().unwrap();
+        for (line, arg) in includes(&text) {
+            let (file, selector) = match arg.split_once(':') {
+                Some((f, s)) => (f, Some(s)),
+                None => (arg.as_str(), None),
+            };
+            let target = dir.join(file);
+            let where_ = format!("{}:{line}: {{{{#include {arg}}}}}", name(&page));
+            assert!(
+                target.is_file(),
+                "{where_}: no such file {}",
+                target.display()
+            );
+            let source = fs::read_to_string(&target).expect("readable include");
+            if let Some(anchor) = selector.filter(|s| !is_line_range(s)) {
+                let opens = source
+                    .lines()
+                    .filter(|l| l.trim() == format!("// ANCHOR: {anchor}"))
+                    .count();
+                let closes = source
+                    .lines()
+                    .filter(|l| l.trim() == format!("// ANCHOR_END: {anchor}"))
+                    .count();
+                assert!(
+                    opens == 1 && closes == 1,
+                    "{where_}: {} must contain `ANCHOR: {anchor}` and `ANCHOR_END: {anchor}` once each (found {opens} and {closes})",
+                    target.display()
+                );
+                let start = source.find(&format!("ANCHOR: {anchor}")).unwrap();
+                let stop = source.find(&format!("ANCHOR_END: {anchor}")).unwrap();
+                assert!(start < stop, "{where_}: ANCHOR_END before ANCHOR");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "the book includes nothing");
+}
+
+#[test]
+fn code_listings_sit_in_ignored_rust_blocks() {
+    // A listing is not a standalone program, so rustdoc/mdbook test must not try to run it.
+    for (page, text) in pages() {
+        let mut fence: Option<String> = None;
+        for (i, line) in text.lines().enumerate() {
+            let t = line.trim_start();
+            if let Some(info) = t.strip_prefix("```") {
+                fence = match fence {
+                    None => Some(info.trim().to_string()),
+                    Some(_) => None,
+                };
+                continue;
+            }
+            if line.contains("{{#include") && line.contains(".rs") {
+                let info = fence.as_deref().unwrap_or("(no code block)");
+                assert!(
+                    info.starts_with("rust") && info.contains("ignore"),
+                    "{}:{}: a Rust listing must be inside a ```rust,ignore block, found {info:?}",
+                    name(&page),
+                    i + 1
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn figures_are_included_on_their_own_line_and_render_as_one_html_block() {
+    let mut figures = 0;
+    for (page, text) in pages() {
+        let dir = page.parent().unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (line, arg) in includes(&text) {
+            if !arg.ends_with(".svg") {
+                continue;
+            }
+            let at = format!("{}:{line}", name(&page));
+            let own = lines[line - 1].trim();
+            assert_eq!(
+                own,
+                format!("{{{{#include {arg}}}}}"),
+                "{at}: a figure include must be alone on its line"
+            );
+            // An HTML block cannot interrupt a paragraph: blank lines around the figure.
+            assert!(
+                line >= 2 && lines[line - 2].trim().is_empty(),
+                "{at}: blank line needed before the figure"
+            );
+            assert!(
+                lines.get(line).is_none_or(|l| l.trim().is_empty()),
+                "{at}: blank line needed after the figure"
+            );
+            let svg = fs::read_to_string(dir.join(&arg)).expect("figure exists");
+            assert!(
+                svg.starts_with("<svg"),
+                "{at}: {arg} must start with <svg so Markdown passes it through as HTML"
+            );
+            // A blank line would end the HTML block and the rest would render as text.
+            assert!(
+                !svg.lines().any(|l| l.trim().is_empty()),
+                "{at}: {arg} contains a blank line"
+            );
+            assert!(svg.len() < 1_200_000, "{at}: {arg} is {} bytes", svg.len());
+            figures += 1;
+        }
+    }
+    assert!(figures >= 5, "expected the five figures of chapters 1–3");
+}
+
+#[test]
+fn summary_links_existing_pages() {
+    let summary = fs::read_to_string(book_src().join("SUMMARY.md")).expect("SUMMARY.md");
+    let mut links = 0;
+    for line in summary.lines() {
+        let mut rest = line;
+        while let Some(open) = rest.find("](") {
+            let after = &rest[open + 2..];
+            let close = after.find(')').expect("closed link");
+            let target = &after[..close];
+            assert!(
+                book_src().join(target).is_file(),
+                "SUMMARY.md links {target}, which does not exist"
+            );
+            links += 1;
+            rest = &after[close + 1..];
+        }
+    }
+    assert!(links >= 5, "SUMMARY.md lists only {links} pages");
+}
+
+// ------------------------------------------------------------------ (c) claim ids
+
+const FILE_EXTENSIONS: &[&str] = &[
+    "rs",
+    "md",
+    "json",
+    "svg",
+    "ipynb",
+    "py",
+    "sh",
+    "toml",
+    "txt",
+    "html",
+    "png",
+    "safetensors",
+    "tiktoken",
+];
+
+/// Inline code spans shaped like a claim id: `prefix.rest` where `prefix` is one of the
+/// registry's prefixes (`rope`, `ext`, …) and `rest` is lower-case words and dots.
+fn cited_ids(text: &str, prefixes: &BTreeSet<String>) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (line, l) in prose_lines(text) {
+        for span in code_spans(l) {
+            let Some((prefix, rest)) = span.split_once('.') else {
+                continue;
+            };
+            let shaped = !rest.is_empty()
+                && rest
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '.');
+            let last = rest.rsplit('.').next().unwrap_or("");
+            if prefixes.contains(prefix) && shaped && !FILE_EXTENSIONS.contains(&last) {
+                out.push((line, span.to_string()));
+            }
+        }
+    }
+    out
+}
+
+fn prefixes() -> BTreeSet<String> {
+    claims::entries()
+        .map(|e| e.id.split('.').next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn every_cited_claim_id_exists() {
+    let known: BTreeSet<&str> = claims::entries().map(|e| e.id).collect();
+    let prefixes = prefixes();
+    let mut cited = 0;
+    for (page, text) in pages() {
+        for (line, id) in cited_ids(&text, &prefixes) {
+            assert!(
+                known.contains(id.as_str()),
+                "{}:{line}: cites `{id}`, which is not in the claims registry",
+                name(&page)
+            );
+            cited += 1;
+        }
+    }
+    assert!(cited > 20, "the book cites only {cited} claim ids");
+}
+
+#[test]
+fn every_cited_erratum_is_explained_in_an_erratum_box() {
+    let errata: BTreeSet<String> = claims::all()
+        .into_iter()
+        .filter(|c| c.status == Status::Erratum)
+        .map(|c| c.id.to_string())
+        .collect();
+    let prefixes = prefixes();
+    // Chapter pages (NN-name.md); the introduction and the appendix only mention ids.
+    for (page, text) in pages() {
+        if !name(&page).starts_with(|c: char| c.is_ascii_digit()) {
+            continue;
+        }
+        let cited: BTreeSet<String> = cited_ids(&text, &prefixes)
+            .into_iter()
+            .map(|(_, id)| id)
+            .filter(|id| errata.contains(id))
+            .collect();
+        let boxes: String = text
+            .split("<div class=\"erratum\">")
+            .skip(1)
+            .map(|b| b.split("</div>").next().unwrap_or(""))
+            .collect();
+        for id in cited {
+            assert!(
+                boxes.contains(&format!("`{id}`")),
+                "{} cites the erratum `{id}` but no <div class=\"erratum\"> box explains it",
+                name(&page)
+            );
+        }
+    }
+}
+
+#[test]
+fn every_erratum_of_a_written_chapter_has_a_box() {
+    // Once a chapter cites claims of a prefix (`rope`, `ext`, …), every erratum with that
+    // prefix must be explained in some chapter's Erratum box.
+    let prefixes = prefixes();
+    let chapters: Vec<(PathBuf, String)> = pages()
+        .into_iter()
+        .filter(|(p, _)| name(p).starts_with(|c: char| c.is_ascii_digit()))
+        .collect();
+    let written: BTreeSet<String> = chapters
+        .iter()
+        .flat_map(|(_, t)| cited_ids(t, &prefixes))
+        .map(|(_, id)| id.split('.').next().unwrap().to_string())
+        .collect();
+    let boxes: String = chapters
+        .iter()
+        .flat_map(|(_, t)| {
+            t.split("<div class=\"erratum\">")
+                .skip(1)
+                .map(|b| b.split("</div>").next().unwrap_or("").to_string())
+        })
+        .collect();
+    let mut explained = 0;
+    for c in claims::all() {
+        let prefix = c.id.split('.').next().unwrap();
+        if c.status == Status::Erratum && written.contains(prefix) {
+            assert!(
+                boxes.contains(&format!("`{}`", c.id)),
+                "the erratum `{}` has no Erratum box in the book's chapters",
+                c.id
+            );
+            explained += 1;
+        }
+    }
+    assert!(
+        explained >= 6,
+        "expected the six errata of chapters 1–3, found {explained}"
+    );
+}
+
+// ------------------------------------------------------------------ (d) derived numbers
+
+/// Rounds to `digits` decimals for comparison with a number as printed in the book.
+fn rounded(x: f64, digits: i32) -> f64 {
+    let f = 10f64.powi(digits);
+    (x * f).round() / f
+}
+
+#[test]
+fn chapter1_numbers() {
+    let f = rope::inv_freq(128, 1e4);
+    // Exercise 2 and Figure 1.1: plane 16 turns at 0.1 rad/token, wavelength 62.8;
+    // plane 0 every 6.3 tokens, plane 48 every 6 283.
+    assert_eq!(rounded(f[16], 12), 0.1);
+    assert_eq!(rounded(rope::wavelength(f[16]), 1), 62.8);
+    assert_eq!(rounded(rope::wavelength(f[0]), 1), 6.3);
+    assert_eq!(rope::wavelength(f[48]).round(), 6283.0);
+    // Exercise 3 and the clock erratum: θ = 0.03 sits at i ≈ 24.4; plane 24 has
+    // θ ≈ 0.0316 and a wavelength of ≈ 199 tokens.
+    let i = -(0.03f64.ln()) / 1e4f64.ln() * 64.0;
+    assert_eq!(rounded(i, 1), 24.4);
+    assert_eq!(rounded(f[24], 4), 0.0316);
+    assert_eq!(rope::wavelength(f[24]).round(), 199.0);
+    // The hour-hand erratum: the slowest plane is faster than 1/base by base^(2/d).
+    let slow = |base: f64| rope::inv_freq(128, base)[63] * base;
+    assert_eq!(rounded(slow(1e4), 3), 1.155);
+    assert_eq!(rounded(slow(1e6), 2), 1.24);
+}
+
+#[test]
+fn chapter2_numbers() {
+    // "≈ 43 of 64" at τ = 10, about two thirds.
+    assert_eq!(decay::decay_sum(128, 1e4, 0.0), 64.0);
+    let s10 = decay::decay_sum(128, 1e4, 10.0);
+    assert_eq!(s10.round(), 43.0);
+    assert!((s10 / 64.0 - 2.0 / 3.0).abs() < 0.02);
+    // Exercise 2: the law reaches zero at base·e^(−γ) ≈ 5,600; the fitted line near 5,300.
+    let euler_gamma = 0.577_215_664_901_532_9_f64;
+    let zero = 1e4 * (-euler_gamma).exp();
+    assert_eq!((zero / 100.0).round() * 100.0, 5600.0);
+    let fit = decay::fit_decay(128, 1e4, 1e4, 200);
+    let fitted_zero = (-fit.log_intercept / fit.log_slope).exp();
+    assert_eq!((fitted_zero / 100.0).round() * 100.0, 5300.0);
+    assert_eq!(rounded(fit.predicted_log_slope, 2), -6.95);
+    // Exercise 3: base 10⁶ predicts slope −4.63, flatter than −6.95.
+    let fit6 = decay::fit_decay(128, 1e6, 1e4, 200);
+    assert_eq!(rounded(fit6.predicted_log_slope, 2), -4.63);
+    assert!(fit6.log_slope > fit.log_slope);
+}
+
+#[test]
+fn chapter3_numbers() {
+    let f = rope::inv_freq(128, 1e4);
+    // §3.1: plane 45 wraps within 4 096 tokens (≈ 4,080), plane 46 does not (≈ 4,712).
+    assert_eq!(rope::wavelength(f[45]).round(), 4080.0);
+    assert_eq!(rope::wavelength(f[46]).round(), 4712.0);
+    let ood = scaling::ood_planes(&f, 4096, 5000);
+    let first = ood.iter().position(|p| p.out_of_distribution()).unwrap();
+    assert_eq!(first, 46);
+
+    // Exercise 3: the NTK-aware base for s = 4 is ≈ 40,890.
+    assert_eq!(
+        (scaling::ntk_base(1e4, 4.0, 128) / 10.0).round() * 10.0,
+        40_890.0
+    );
+
+    // Figure 3.2: with base 10⁴ and original 4 096, planes 0–20 keep their speed and
+    // planes from 46 on are fully interpolated.
+    let cfg = scaling::RopeConfig::new(
+        128,
+        1e4,
+        Some(&serde_json::json!({"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 4096})),
+        None,
+        "book figure 3.2",
+    )
+    .unwrap();
+    let scaling::RopeScaling::Yarn(y) = &cfg.scaling else {
+        panic!("yarn expected")
+    };
+    let ramp = scaling::yarn_ramp(y, 1e4, 128);
+    assert!(ramp[..=20].iter().all(|&r| r == 0.0));
+    assert!(ramp[21] > 0.0 && ramp[45] < 1.0);
+    assert!(ramp[46..].iter().all(|&r| r == 1.0));
+
+    // §3.4 and exercise 6: Qwen3's YaRN (10⁶, ×4 from 32 768) keeps the first 24
+    // frequencies, quarters the last 24, and scales logits by ≈ 1.30.
+    let qwen = scaling::RopeConfig::new(
+        128,
+        1e6,
+        Some(&serde_json::json!({"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 32768})),
+        None,
+        "book exercise 3.6",
+    )
+    .unwrap()
+    .init(None)
+    .unwrap();
+    let plain = rope::inv_freq(128, 1e6);
+    assert!((0..24).all(|i| qwen.inv_freq[i] == plain[i]));
+    assert!((40..64).all(|i| (qwen.inv_freq[i] * 4.0 - plain[i]).abs() <= 1e-15 * plain[i]));
+    assert!((24..40).all(|i| qwen.inv_freq[i] < plain[i] && qwen.inv_freq[i] > plain[i] / 4.0));
+    assert_eq!(rounded(qwen.attention_factor.powi(2), 2), 1.30);
+
+    // Exercise 5: a 32K FP16 attention matrix is 2³¹ bytes = 2 GiB (2.15 GB); Qwen3-30B-A3B's
+    // BF16 KV cache is 98,304 bytes per token, 3 GiB for 32,768 tokens.
+    let matrix = memory::attention_matrix_bytes(32_768, 2);
+    assert_eq!(matrix, 1u64 << 31);
+    let (gb, gib) = memory::gb_and_gib(matrix);
+    assert_eq!((rounded(gb, 2), gib), (2.15, 2.0));
+    assert_eq!(memory::kv_cache_bytes_per_token(48, 4, 128, 2), 98_304);
+    assert_eq!(memory::kv_cache_bytes(32_768, 48, 4, 128, 2), 3 << 30);
+}

@@ -1,0 +1,214 @@
+//! Chapter 6 (params): exact parameter counts against transformers' own models, built on
+//! the meta device by scripts/gen_params_fixtures.py (transformers 5.24.0, torch 2.15.0)
+//! into tests/fixtures/params/counts.json; the CLI's JSON; bad input.
+
+use llm_anatomy::params::{self, ModelConfig, count, text_formula};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Command;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn report(rel: &str) -> params::ParamReport {
+    params::report_file(&root().join(rel)).unwrap()
+}
+
+fn hf_counts() -> Value {
+    let text = std::fs::read_to_string(root().join("tests/fixtures/params/counts.json")).unwrap();
+    serde_json::from_str::<Value>(&text).unwrap()["counts"].clone()
+}
+
+#[test]
+fn every_config_matches_transformers_by_category() {
+    let counts = hf_counts();
+    let map = counts.as_object().unwrap();
+    assert!(map.len() >= 12);
+    for (rel, want) in map {
+        let r = report(rel);
+        let g = |k: &str| want.get(k).and_then(Value::as_u64).unwrap_or(0);
+        assert_eq!(r.total, g("total"), "{rel}: total");
+        assert_eq!(
+            r.embedding,
+            g("embedding") + g("lm_head"),
+            "{rel}: embedding"
+        );
+        assert_eq!(r.lm_head, g("lm_head"), "{rel}: lm_head");
+        assert_eq!(r.attention, g("attention"), "{rel}: attention");
+        assert_eq!(r.norms, g("norm"), "{rel}: norms");
+        assert_eq!(r.ffn_detail.dense_mlp, g("dense_mlp"), "{rel}: dense");
+        assert_eq!(r.ffn_detail.router, g("router"), "{rel}: router");
+        assert_eq!(r.ffn_detail.experts, g("experts"), "{rel}: experts");
+        assert_eq!(
+            r.ffn_detail.shared_experts,
+            g("shared_experts"),
+            "{rel}: shared"
+        );
+        assert_eq!(r.embedding + r.attention + r.ffn + r.norms, r.total);
+    }
+}
+
+#[test]
+fn qwen3_30b_a3b_exact() {
+    let r = report("data/configs/qwen3-30b-a3b.json");
+    assert_eq!(r.total, 30_532_122_624);
+    assert_eq!(r.active, 3_353_032_704);
+    assert_eq!(r.norms, 210_944); // 48·(2·2048 + 2·128) + 2048
+    assert_eq!(r.text_formula_total, Some(30_531_911_680));
+    assert_eq!(r.text_formula_active, Some(3_352_821_760));
+    assert_eq!(r.total - r.text_formula_total.unwrap(), r.norms);
+    assert_eq!(r.kv_cache_bytes_per_token_bf16, 48 * 2 * 4 * 128 * 2);
+    assert_eq!(r.bytes_bf16, 2 * r.total);
+    assert_eq!((r.dense_layers, r.moe_layers), (0, 48));
+    // Per token: 2 FLOPs per weight of the 48 layers (attention, router, 8 experts) + head.
+    let per_layer = 2048 * 4096 * 2 + 2048 * 512 * 2 + 2048 * 128 + 8 * 3 * 2048 * 768;
+    assert_eq!(r.flops_per_token, 2 * (48 * per_layer + 151_936 * 2048));
+}
+
+#[test]
+fn qwen3_32b_exact() {
+    let r = report("data/configs/qwen3-32b.json");
+    assert_eq!(r.total, 32_762_123_264);
+    assert_eq!(r.active, r.total);
+    assert_eq!(r.kv_cache_bytes_per_token_bf16, 64 * 2 * 8 * 128 * 2);
+}
+
+#[test]
+fn mixtral_exact() {
+    let r = report("data/configs/mixtral-8x7b.json");
+    assert_eq!(r.total, 46_702_792_704);
+    // 2 of 8 experts: 32 layers × (attention + norms + router + 2 experts) + embeddings + norm.
+    let layer = 4096 * 4096 * 2 + 4096 * 1024 * 2 + 2 * 4096 + 8 * 4096 + 2 * 3 * 4096 * 14336;
+    assert_eq!(r.active, 32 * layer + 2 * 32000 * 4096 + 4096);
+    assert_eq!(r.active, 12_879_925_248);
+}
+
+#[test]
+fn deepseek_v3_exact_with_and_without_mtp() {
+    let r = report("data/configs/deepseek-v3.json");
+    assert_eq!(r.total, 671_026_419_200);
+    assert_eq!(r.active, 37_552_297_472);
+    assert_eq!((r.dense_layers, r.moe_layers), (3, 58));
+    // MLA caches 512 + 64 per layer.
+    assert_eq!(r.kv_cache_bytes_per_token_bf16, 61 * (512 + 64) * 2);
+    assert_eq!(
+        r.kv_cache_bytes_per_token_bf16_expanded,
+        61 * 128 * (128 + 64 + 128) * 2
+    );
+    // The MTP module: one more MoE layer + enorm, hnorm, eh_proj, shared_head.norm.
+    let layer = params::layer_params(
+        &ModelConfig::from_file(&root().join("data/configs/deepseek-v3.json")).unwrap(),
+        61,
+    );
+    assert!(layer.is_moe);
+    assert_eq!(r.mtp, 11_610_068_224);
+    assert_eq!(r.total_with_mtp, r.total + r.mtp);
+    assert!(r.text_formula_total.is_none());
+}
+
+#[test]
+fn tied_embeddings_count_once() {
+    let cfg = |tie: bool| {
+        let mut v: Value = serde_json::from_str(
+            &std::fs::read_to_string(root().join("data/configs/qwen3-32b.json")).unwrap(),
+        )
+        .unwrap();
+        v["tie_word_embeddings"] = json!(tie);
+        count(&ModelConfig::from_json(&v, "test").unwrap())
+    };
+    let (untied, tied) = (cfg(false), cfg(true));
+    assert_eq!(untied.total - tied.total, 151_936 * 5120);
+    assert_eq!(tied.lm_head, 0);
+    // A tied head is still a matmul per token.
+    assert_eq!(untied.flops_per_token, tied.flops_per_token);
+}
+
+#[test]
+fn text_formula_differs_only_by_norms_for_qwen3_moe() {
+    for rel in [
+        "data/configs/qwen3-30b-a3b.json",
+        "data/configs/qwen3-32b.json",
+        "tests/fixtures/params/qwen3-tied.config.json",
+    ] {
+        let c = ModelConfig::from_file(&root().join(rel)).unwrap();
+        let r = count(&c);
+        let (ft, _) = text_formula(&c).unwrap();
+        assert_eq!(r.total - ft, r.norms, "{rel}");
+    }
+}
+
+// ------------------------------------------------------------------ the CLI
+
+fn anatomy(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_anatomy"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn cli_params_json_has_the_contract_fields() {
+    let out = anatomy(&["params", "data/configs/qwen3-30b-a3b.json", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in [
+        "total",
+        "active",
+        "embedding",
+        "attention",
+        "ffn",
+        "bytes_bf16",
+        "kv_cache_bytes_per_token_bf16",
+    ] {
+        assert!(v[key].is_u64(), "{key}");
+    }
+    assert_eq!(v["total"], 30_532_122_624u64);
+    let text = anatomy(&["params", "data/configs/qwen3-30b-a3b.json"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("30,532,122,624"));
+}
+
+#[test]
+fn cli_params_bad_input_exits_2_naming_the_field() {
+    let dir = std::env::temp_dir().join(format!("anatomy-params-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = [
+        ("{\"model_type\": \"gpt2\"}", "model_type"),
+        (
+            "{\"model_type\": \"qwen3\", \"vocab_size\": 10}",
+            "hidden_size",
+        ),
+        (
+            "{\"model_type\": \"qwen3_moe\", \"vocab_size\": 10, \"hidden_size\": 8, \"intermediate_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 3}",
+            "num_key_value_heads",
+        ),
+        (
+            "{\"model_type\": \"mixtral\", \"vocab_size\": 10, \"hidden_size\": 8, \"intermediate_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_local_experts\": 2, \"num_experts_per_tok\": 3}",
+            "num_experts_per_tok",
+        ),
+        (
+            "{\"model_type\": \"qwen3\", \"hidden_size\": -5}",
+            "hidden_size",
+        ),
+        ("not json", "invalid JSON"),
+    ];
+    for (i, (text, needle)) in cases.iter().enumerate() {
+        let p = dir.join(format!("c{i}.json"));
+        std::fs::write(&p, text).unwrap();
+        let out = anatomy(&["params", p.to_str().unwrap(), "--json"]);
+        assert_eq!(out.status.code(), Some(2), "case {i}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(needle) && err.contains(&format!("c{i}.json")),
+            "case {i}: {err}"
+        );
+    }
+    let missing = anatomy(&["params", "no/such/config.json"]);
+    assert_eq!(missing.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).ok();
+}
