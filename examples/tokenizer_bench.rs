@@ -39,6 +39,10 @@ fn main() -> anyhow::Result<()> {
     let (parallel, par_ids) = best_mb_s(text.len(), repeats, || {
         tok.encode_parallel(&text).expect("encode")
     });
+    // The regex alone (pieces counted, no BPE), to show where the time goes.
+    let (regex_only, _) = best_mb_s(text.len(), repeats, || {
+        vec![tok.pieces(&text).expect("pieces").len() as u32]
+    });
     anyhow::ensure!(ids == par_ids, "parallel ids differ from sequential ids");
     let out = serde_json::json!({
         "bytes": text.len(),
@@ -46,6 +50,7 @@ fn main() -> anyhow::Result<()> {
         "hash": hash(&ids).to_string(),
         "single_thread_mb_s": single,
         "parallel_mb_s": parallel,
+        "pretokenize_only_mb_s": regex_only,
         "threads": rayon::current_num_threads(),
     });
     println!("{out}");

@@ -48,6 +48,26 @@ pub const FIGURES: &[Figure] = &[
         size: (800, 420),
         draw: yarn_ramp,
     },
+    Figure {
+        name: "tok_embedding_norms",
+        size: (820, 440),
+        draw: tok_embedding_norms,
+    },
+    Figure {
+        name: "tok_vocab_lengths",
+        size: (820, 440),
+        draw: tok_vocab_lengths,
+    },
+    Figure {
+        name: "moe_balance",
+        size: (1200, 420),
+        draw: moe_balance,
+    },
+    Figure {
+        name: "param_shares",
+        size: (860, 400),
+        draw: param_shares,
+    },
 ];
 
 fn register_fonts() {
@@ -343,6 +363,278 @@ fn yarn_ramp(root: &Area) -> DrawResult {
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
+/// Shares of embedding / attention / FFN-or-MoE / norms in Qwen3-30B-A3B (total and
+/// active) and Qwen3-32B, as stacked horizontal bars.
+fn param_shares(root: &Area) -> DrawResult {
+    use crate::params::{bundled, count};
+    root.fill(&WHITE)?;
+    let a3b = count(&bundled("qwen3-30b-a3b")?);
+    let dense = count(&bundled("qwen3-32b")?);
+    let total = |r: &crate::params::ParamReport| crate::params::Split {
+        embedding: r.embedding,
+        attention: r.attention,
+        ffn: r.ffn,
+        norms: r.norms,
+    };
+    let bars = [
+        ("Qwen3-30B-A3B, all parameters", total(&a3b), a3b.total),
+        (
+            "Qwen3-30B-A3B, active per token (8 of 128 experts)",
+            a3b.active_split,
+            a3b.active,
+        ),
+        ("Qwen3-32B (dense), all parameters", total(&dense), dense.total),
+    ];
+    let parts: [(&str, RGBColor); 4] = [
+        ("embeddings", RGBColor(230, 159, 0)),
+        ("attention", RGBColor(0, 114, 178)),
+        ("FFN / MoE", RGBColor(0, 158, 115)),
+        ("RMSNorm", RGBColor(204, 121, 167)),
+    ];
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            "Where the parameters are: total vs active",
+            ("sans-serif", 22),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(10)
+        .build_cartesian_2d(0f64..100.0, 0f64..3.0)?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .disable_y_axis()
+        .x_desc("share of the parameter count (%)")
+        .draw()?;
+    for (p, (label, color)) in parts.iter().enumerate() {
+        let color = *color;
+        let segments = bars.iter().enumerate().map(move |(row, (_, s, of))| {
+            let values = [s.embedding, s.attention, s.ffn, s.norms];
+            let start: u64 = values[..p].iter().sum();
+            let x0 = 100.0 * start as f64 / *of as f64;
+            let x1 = 100.0 * (start + values[p]) as f64 / *of as f64;
+            let y = 2.0 - row as f64;
+            Rectangle::new([(x0, y + 0.12), (x1, y + 0.68)], color.filled())
+        });
+        chart
+            .draw_series(segments)?
+            .label(*label)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
+    }
+    for (row, (name, s, of)) in bars.iter().enumerate() {
+        let y = 2.0 - row as f64;
+        chart.draw_series(std::iter::once(Text::new(
+            name.to_string(),
+            (0.5, y + 0.93),
+            ("sans-serif", 15),
+        )))?;
+        let values = [s.embedding, s.attention, s.ffn];
+        let mut start = 0u64;
+        for v in values {
+            let share = 100.0 * v as f64 / *of as f64;
+            let mid = 100.0 * start as f64 / *of as f64 + share / 2.0;
+            start += v;
+            if share >= 4.0 {
+                chart.draw_series(std::iter::once(Text::new(
+                    format!("{share:.1}%"),
+                    (mid - 2.5, y + 0.47),
+                    ("sans-serif", 14).into_font().color(&WHITE),
+                )))?;
+            }
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
+/// Expert load over training steps of the simulated router: none, auxiliary loss,
+/// DeepSeek-V3 bias.
+fn moe_balance(root: &Area) -> DrawResult {
+    use crate::moe::balance::{Balancing, book_runs};
+    root.fill(&WHITE)?;
+    let (cfg, runs) = book_runs();
+    let panels = root.split_evenly((1, 3));
+    for (panel, run) in panels.iter().zip(&runs) {
+        let title = match run.balancing {
+            Balancing::None => "no balancing".to_string(),
+            Balancing::AuxLoss(a) => format!("auxiliary loss (coef. {a})"),
+            Balancing::Bias(g) => format!("DeepSeek-V3 bias (γ = {g})"),
+        };
+        let mut chart = ChartBuilder::on(panel)
+            .caption(title, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(50)
+            .build_cartesian_2d(0f64..cfg.steps as f64, 0f64..0.55)?;
+        chart
+            .configure_mesh()
+            .x_desc("training step")
+            .y_desc("share of assignments")
+            .draw()?;
+        for e in 0..cfg.num_experts {
+            let color = Palette99::pick(e).to_rgba();
+            chart
+                .draw_series(LineSeries::new(
+                    run.load.iter().enumerate().map(|(s, l)| (s as f64, l[e] as f64)),
+                    color.stroke_width(1),
+                ))?
+                .label(format!("expert {e}"))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+                });
+        }
+        let even = 1.0 / cfg.num_experts as f64;
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(0.0, even), (cfg.steps as f64, even)],
+                6,
+                4,
+                BLACK.stroke_width(2),
+            ))?
+            .label("even load 1/8")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK.stroke_width(2)));
+        if run.balancing == Balancing::None {
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperLeft)
+                .background_style(WHITE.mix(0.9))
+                .border_style(BLACK)
+                .label_font(("sans-serif", 11))
+                .draw()?;
+        }
+    }
+    Ok(())
+}
+
+/// Histogram of `values` in `bins` equal bins over `[lo, hi)`: the counts.
+fn histogram(values: impl Iterator<Item = f64>, lo: f64, hi: f64, bins: usize) -> Vec<u64> {
+    let mut h = vec![0u64; bins];
+    for v in values {
+        let b = (((v - lo) / (hi - lo)) * bins as f64).floor();
+        h[(b.max(0.0) as usize).min(bins - 1)] += 1;
+    }
+    h
+}
+
+/// Source 5.3.4 on the synthetic checkpoint: L2 norms of the embedding rows, log y; the
+/// rows training never saw (red) sit in a spike at their initial norm, far left.
+fn tok_embedding_norms(root: &Area) -> DrawResult {
+    use crate::tokenizer::glitch;
+    root.fill(&WHITE)?;
+    let dir = glitch::synthetic_dir();
+    let ckpt = crate::checkpoint::Checkpoint::open(&dir)?;
+    let info = ckpt.info("model.embed_tokens.weight")?;
+    let embed = ckpt.matrix("model.embed_tokens.weight", info.shape[0], info.shape[1])?;
+    let norms = glitch::row_norms(&embed);
+    let never: std::collections::HashSet<u32> = glitch::synthetic_never_seen()?.into_iter().collect();
+    let hi = norms.iter().copied().fold(0.0f32, f32::max) as f64 * 1.05;
+    let bins = 60;
+    let split = |seen: bool| {
+        histogram(
+            norms
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| never.contains(&(*i as u32)) != seen)
+                .map(|(_, &n)| n as f64),
+            0.0,
+            hi,
+            bins,
+        )
+    };
+    let (trained, untrained) = (split(true), split(false));
+    let top = trained.iter().chain(&untrained).copied().max().unwrap_or(1) as f64;
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            "Embedding L2 norms, synthetic checkpoint (log y)",
+            ("sans-serif", 22),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..hi, (0.8f64..top * 2.0).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("L2 norm of the embedding row")
+        .y_desc("rows")
+        .draw()?;
+    let w = hi / bins as f64;
+    for (h, color, label) in [
+        (&trained, BLUE, format!("seen in training ({} rows)", norms.len() - never.len())),
+        (&untrained, RED, format!("never seen: kept the initial norm ({} rows)", never.len())),
+    ] {
+        chart
+            .draw_series(h.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, &c)| {
+                Rectangle::new([(i as f64 * w, 0.8), ((i as f64 + 1.0) * w, c as f64)], color.mix(0.7).filled())
+            }))?
+            .label(label)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.mix(0.7).filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
+/// Length of every token of the real Qwen vocabulary, in characters and in bytes (log y).
+fn tok_vocab_lengths(root: &Area) -> DrawResult {
+    root.fill(&WHITE)?;
+    let tok = crate::tokenizer::Tokenizer::qwen()?;
+    let max_len = 80usize;
+    let mut chars = vec![0u64; max_len + 1];
+    let mut bytes = vec![0u64; max_len + 1];
+    for (_, b) in tok.vocab.iter() {
+        let c = String::from_utf8_lossy(b).chars().count();
+        chars[c.min(max_len)] += 1;
+        bytes[b.len().min(max_len)] += 1;
+    }
+    let top = chars.iter().chain(&bytes).copied().max().unwrap_or(1) as f64;
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            "Token lengths in Qwen's vocabulary (151,643 ranks; log y; ≥ 80 pooled)",
+            ("sans-serif", 20),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..(max_len + 1) as f64, (0.8f64..top * 2.0).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("length of the token")
+        .y_desc("tokens")
+        .draw()?;
+    for (h, color, label) in [
+        (&bytes, BLUE, "bytes"),
+        (&chars, RED, "characters (decoded, U+FFFD for partial UTF-8)"),
+    ] {
+        chart
+            .draw_series(LineSeries::new(
+                h.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, &c)| (i as f64, c as f64)),
+                color.stroke_width(2),
+            ))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+    }
+    chart
+        .draw_series(LineSeries::new([(20.5, 0.8), (20.5, top * 2.0)], BLACK.mix(0.5)))?
+        .label("the literal scan keeps > 20 characters")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.5)));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()?;

@@ -14,6 +14,7 @@
 //!
 //! Primitives shared by every chapter live in [`kernels`]; plots in [`figures`].
 
+pub mod chat;
 pub mod checkpoint;
 pub mod claims;
 pub mod error;

@@ -830,3 +830,212 @@ pub fn bundled(name: &str) -> Result<ModelConfig> {
     })?;
     ModelConfig::from_json(&v, &what)
 }
+
+/// One tensor (or a family of per-expert tensors) of a decoder layer, as a checkpoint
+/// names it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TensorInfo {
+    /// e.g. `self_attn.q_proj.weight`, `mlp.experts.{0..127}.gate_proj.weight`.
+    pub name: String,
+    /// `[out, in]` for a linear weight, `[n]` for a norm weight or a bias.
+    pub shape: Vec<u64>,
+    /// How many such tensors (the number of experts, or 1).
+    pub copies: u64,
+}
+
+impl TensorInfo {
+    pub fn numel(&self) -> u64 {
+        self.copies * self.shape.iter().product::<u64>()
+    }
+}
+
+// ANCHOR: layer_tensors
+/// The tensors of decoder layer `l` (names relative to `model.layers.{l}.`), in the
+/// Hugging Face per-expert layout.
+pub fn layer_tensors(c: &ModelConfig, l: u64) -> Vec<TensorInfo> {
+    let h = c.hidden_size;
+    let t = |name: &str, shape: &[u64], copies: u64| TensorInfo {
+        name: name.to_string(),
+        shape: shape.to_vec(),
+        copies,
+    };
+    let mut v = vec![
+        t("input_layernorm.weight", &[h], 1),
+        t("post_attention_layernorm.weight", &[h], 1),
+    ];
+    let (nh, nkv, d) = (c.num_attention_heads, c.num_key_value_heads, c.head_dim);
+    match c.mla {
+        Some(m) => {
+            let qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
+            let kv_a = m.kv_lora_rank + m.qk_rope_head_dim;
+            match m.q_lora_rank {
+                Some(r) => {
+                    v.push(t("self_attn.q_a_proj.weight", &[r, h], 1));
+                    if c.qkv_bias {
+                        v.push(t("self_attn.q_a_proj.bias", &[r], 1));
+                    }
+                    v.push(t("self_attn.q_a_layernorm.weight", &[r], 1));
+                    v.push(t("self_attn.q_b_proj.weight", &[nh * qk, r], 1));
+                }
+                None => v.push(t("self_attn.q_proj.weight", &[nh * qk, h], 1)),
+            }
+            v.push(t("self_attn.kv_a_proj_with_mqa.weight", &[kv_a, h], 1));
+            if c.qkv_bias {
+                v.push(t("self_attn.kv_a_proj_with_mqa.bias", &[kv_a], 1));
+            }
+            v.push(t("self_attn.kv_a_layernorm.weight", &[m.kv_lora_rank], 1));
+            v.push(t(
+                "self_attn.kv_b_proj.weight",
+                &[nh * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank],
+                1,
+            ));
+            v.push(t("self_attn.o_proj.weight", &[h, nh * m.v_head_dim], 1));
+            if c.o_bias {
+                v.push(t("self_attn.o_proj.bias", &[h], 1));
+            }
+        }
+        None => {
+            v.push(t("self_attn.q_proj.weight", &[nh * d, h], 1));
+            v.push(t("self_attn.k_proj.weight", &[nkv * d, h], 1));
+            v.push(t("self_attn.v_proj.weight", &[nkv * d, h], 1));
+            v.push(t("self_attn.o_proj.weight", &[h, nh * d], 1));
+            if c.qkv_bias {
+                v.push(t("self_attn.q_proj.bias", &[nh * d], 1));
+                v.push(t("self_attn.k_proj.bias", &[nkv * d], 1));
+                v.push(t("self_attn.v_proj.bias", &[nkv * d], 1));
+            }
+            if c.o_bias {
+                v.push(t("self_attn.o_proj.bias", &[h], 1));
+            }
+            match c.qk_norm {
+                QkNorm::None => {}
+                QkNorm::PerHead => {
+                    v.push(t("self_attn.q_norm.weight", &[d], 1));
+                    v.push(t("self_attn.k_norm.weight", &[d], 1));
+                }
+                QkNorm::Full => {
+                    v.push(t("self_attn.q_norm.weight", &[nh * d], 1));
+                    v.push(t("self_attn.k_norm.weight", &[nkv * d], 1));
+                }
+            }
+        }
+    }
+    let mlp = |v: &mut Vec<TensorInfo>, prefix: &str, i: u64, copies: u64, bias: bool| {
+        v.push(t(&format!("{prefix}.gate_proj.weight"), &[i, h], copies));
+        v.push(t(&format!("{prefix}.up_proj.weight"), &[i, h], copies));
+        v.push(t(&format!("{prefix}.down_proj.weight"), &[h, i], copies));
+        if bias {
+            v.push(t(&format!("{prefix}.gate_proj.bias"), &[i], copies));
+            v.push(t(&format!("{prefix}.up_proj.bias"), &[i], copies));
+            v.push(t(&format!("{prefix}.down_proj.bias"), &[h], copies));
+        }
+    };
+    match (&c.moe, layer_is_moe(c, l)) {
+        (Some(m), true) => {
+            v.push(t("mlp.gate.weight", &[m.num_experts, h], 1));
+            if m.router_bias {
+                v.push(t("mlp.gate.e_score_correction_bias", &[m.num_experts], 1));
+            }
+            let experts = format!("mlp.experts.{{0..{}}}", m.num_experts - 1);
+            mlp(
+                &mut v,
+                &experts,
+                m.expert_intermediate,
+                m.num_experts,
+                false,
+            );
+            if m.n_shared_experts > 0 {
+                mlp(
+                    &mut v,
+                    "mlp.shared_experts",
+                    m.n_shared_experts * m.expert_intermediate,
+                    1,
+                    false,
+                );
+            }
+        }
+        _ => mlp(&mut v, "mlp", c.intermediate_size, 1, c.mlp_bias),
+    }
+    v
+}
+// ANCHOR_END: layer_tensors
+
+/// The tables chapter 6 includes from `book/src/generated/` (file name, contents).
+pub fn book_snippets() -> Vec<(&'static str, String)> {
+    let c = bundled("qwen3-30b-a3b").expect("bundled config");
+    let mut tensors = String::from(
+        "| tensor (in `model.layers.{0..47}.`) | shape [out, in] | copies | parameters per layer |\n|---|---|---|---|\n",
+    );
+    let mut per_layer = 0;
+    for ti in layer_tensors(&c, 0) {
+        let shape: Vec<String> = ti.shape.iter().map(|x| group(*x)).collect();
+        tensors.push_str(&format!(
+            "| `{}` | [{}] | {} | {} |\n",
+            ti.name,
+            shape.join(", "),
+            ti.copies,
+            group(ti.numel())
+        ));
+        per_layer += ti.numel();
+    }
+    let r = count(&c);
+    tensors.push_str(&format!(
+        "| **one layer** | | | **{}** |\n| `model.embed_tokens.weight`, `lm_head.weight` | [{}, {}] | 2 | {} |\n| `model.norm.weight` | [{}] | 1 | {} |\n| **model (48 layers)** | | | **{}** |\n",
+        group(per_layer),
+        group(c.vocab_size),
+        group(c.hidden_size),
+        group(r.embedding),
+        group(c.hidden_size),
+        group(c.hidden_size),
+        group(r.total)
+    ));
+
+    let mut models = String::from(
+        "| config | total | active | embedding | attention | FFN / MoE | norms | bf16 weights | KV cache per token (bf16) | GFLOP per token |\n|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for (name, _) in BUNDLED {
+        let r = count(&bundled(name).expect("bundled config"));
+        models.push_str(&format!(
+            "| `{name}` | {} | {} | {} | {} | {} | {} | {:.1} GB | {} B | {:.2} |\n",
+            group(r.total),
+            group(r.active),
+            group(r.embedding),
+            group(r.attention),
+            group(r.ffn),
+            group(r.norms),
+            r.bytes_bf16 as f64 / 1e9,
+            group(r.kv_cache_bytes_per_token_bf16),
+            r.flops_per_token as f64 / 1e9
+        ));
+    }
+
+    let mut shares = String::from(
+        "| part | Qwen3-30B-A3B, share of total | Qwen3-30B-A3B, share of active | Qwen3-32B, share of total |\n|---|---|---|---|\n",
+    );
+    let d = count(&bundled("qwen3-32b").expect("bundled config"));
+    let p = |x: u64, of: u64| format!("{:.2}%", 100.0 * x as f64 / of as f64);
+    let a = r.active_split;
+    for (label, t, act, dense) in [
+        (
+            "embeddings (input + output)",
+            r.embedding,
+            a.embedding,
+            d.embedding,
+        ),
+        ("attention", r.attention, a.attention, d.attention),
+        ("MoE (router + experts) / FFN", r.ffn, a.ffn, d.ffn),
+        ("RMSNorm weights", r.norms, a.norms, d.norms),
+    ] {
+        shares.push_str(&format!(
+            "| {label} | {} | {} | {} |\n",
+            p(t, r.total),
+            p(act, r.active),
+            p(dense, d.total)
+        ));
+    }
+    vec![
+        ("qwen3-tensors.md", tensors),
+        ("params-models.md", models),
+        ("qwen3-shares.md", shares),
+    ]
+}

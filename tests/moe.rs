@@ -303,3 +303,248 @@ fn deepseek_router_matches_transformers() {
         }
     }
 }
+
+// ------------------------------------------------------------------ worked examples
+
+#[test]
+fn block_sparse_example_gives_the_texts_numbers() {
+    use llm_anatomy::moe::block_sparse;
+    let b = block_sparse::text_example();
+    assert_eq!(b.a.shape(), &[2, 6]);
+    // A(α) = [α₁I α₂I α₃I]: α_j on the diagonal of block j, zero elsewhere.
+    for r in 0..2 {
+        for c in 0..6 {
+            let want = if c % 2 == r { b.alpha[c / 2] } else { 0.0 };
+            assert_eq!(b.a[[r, c]], want);
+        }
+    }
+    assert_eq!(b.y_matrix, b.y_sum);
+    assert!((b.y_matrix[0] - 0.6).abs() < 1e-15 && (b.y_matrix[1] - 4.1).abs() < 1e-15);
+    // Any weights and vectors: the two forms agree.
+    let alpha = ndarray::Array1::from(vec![0.7, -0.2, 0.4, 0.1]);
+    let v: Vec<ndarray::Array1<f64>> = (0..4)
+        .map(|i| ndarray::Array1::from_iter((0..5).map(|j| ((i * 5 + j) as f64).sin())))
+        .collect();
+    let g = block_sparse::compute(alpha, v);
+    for (a, s) in g.y_matrix.iter().zip(&g.y_sum) {
+        assert!((a - s).abs() < 1e-15);
+    }
+}
+
+#[test]
+fn hand_trace_equals_an_f64_reconstruction() {
+    use llm_anatomy::moe::hand_trace::{self, DOWN, GATE, ROUTER, TOKENS, UP};
+    let t = hand_trace::trace();
+    assert!(t.max_abs_diff <= 1e-7);
+    // Independent oracle in f64: logits, top-2, softmax of the two, experts, weighted sum.
+    let silu = |v: f64| v / (1.0 + (-v).exp());
+    let mv = |m: &[f32], x: &[f64]| -> Vec<f64> {
+        m.chunks(2)
+            .map(|r| r[0] as f64 * x[0] + r[1] as f64 * x[1])
+            .collect()
+    };
+    let mut pairs = Vec::new();
+    for (i, x) in TOKENS.chunks(2).enumerate() {
+        let x = [x[0] as f64, x[1] as f64];
+        let logits = mv(&ROUTER, &x);
+        let mut order = [0usize, 1, 2];
+        order.sort_by(|a, b| logits[*b].partial_cmp(&logits[*a]).unwrap());
+        let (e0, e1) = (order[0], order[1]);
+        let p0 = 1.0 / (1.0 + (logits[e1] - logits[e0]).exp());
+        let f = |e: usize| {
+            let g = mv(&GATE[e], &x);
+            let u = mv(&UP[e], &x);
+            let a = [silu(g[0]) * u[0], silu(g[1]) * u[1]];
+            mv(&DOWN[e], &a)
+        };
+        let (f0, f1) = (f(e0), f(e1));
+        for d in 0..2 {
+            let y = p0 * f0[d] + (1.0 - p0) * f1[d];
+            assert!((t.module_output[i * 2 + d] as f64 - y).abs() < 1e-6);
+        }
+        pairs.push((e0.min(e1), e0.max(e1)));
+    }
+    // Every token picks a different pair of experts.
+    pairs.sort();
+    pairs.dedup();
+    assert_eq!(pairs, vec![(0, 1), (0, 2), (1, 2)]);
+}
+
+// ------------------------------------------------------------------ balancing
+
+#[test]
+fn switch_aux_loss_matches_transformers() {
+    use llm_anatomy::moe::balance::switch_aux_loss;
+    let fx = fixture("aux_loss.json");
+    for case in fx["cases"].as_array().unwrap() {
+        let n = case["num_experts"].as_u64().unwrap() as usize;
+        let k = case["top_k"].as_u64().unwrap() as usize;
+        let logits = floats(&case["logits"]);
+        let want = case["aux_loss"].as_f64().unwrap() as f32;
+        let got = switch_aux_loss(&logits, n, k);
+        assert!((got - want).abs() <= 2e-6 * want, "{got} vs {want}");
+    }
+}
+
+#[test]
+fn aux_loss_is_k_when_even_and_grows_when_collapsed() {
+    use llm_anatomy::moe::balance::switch_aux_loss;
+    // 8 tokens, 4 experts, top-1, each expert first choice of two tokens.
+    let mut even = vec![0.0f32; 32];
+    for t in 0..8 {
+        even[t * 4 + t % 4] = 2.0;
+    }
+    let p = 2f32.exp() / (2f32.exp() + 3.0);
+    // f = 1/4 each, P = 1/4 each (by symmetry): N·Σ f P = 4·4·(1/16) = 1.
+    assert!((switch_aux_loss(&even, 4, 1) - 1.0).abs() < 1e-6);
+    // Everything to expert 0: f₀ = 1, P₀ = p.
+    let mut collapsed = vec![0.0f32; 32];
+    for t in 0..8 {
+        collapsed[t * 4] = 2.0;
+    }
+    assert!((switch_aux_loss(&collapsed, 4, 1) - 4.0 * p).abs() < 1e-6);
+}
+
+#[test]
+fn z_loss_is_the_mean_squared_logsumexp() {
+    use llm_anatomy::moe::balance::router_z_loss;
+    let logits = [0.0f32, 0.0, 0.0, 0.0, 10.0, 20.0, 30.0, 30.0];
+    let lse0 = 4f64.ln();
+    let lse1 = 30.0 + (2.0 + (-10f64).exp() + (-20f64).exp()).ln();
+    let want = (lse0 * lse0 + lse1 * lse1) / 2.0;
+    assert!((router_z_loss(&logits, 4) as f64 - want).abs() < 1e-3);
+}
+
+#[test]
+fn capacity_drops_what_does_not_fit() {
+    use llm_anatomy::moe::balance::{dispatch_with_capacity, expert_capacity};
+    assert_eq!(expert_capacity(10, 2, 4, 1.0), 5);
+    assert_eq!(expert_capacity(10, 2, 4, 1.25), 7);
+    let r = |e: [usize; 2]| Routing {
+        experts: e.to_vec(),
+        weights: vec![0.6, 0.4],
+    };
+    // Expert 0 is everybody's favourite; capacity 2.
+    let routings = vec![r([0, 1]), r([0, 2]), r([0, 1]), r([0, 1]), r([0, 3])];
+    let c = dispatch_with_capacity(&routings, 4, 2);
+    assert_eq!(c.demand, vec![5, 3, 1, 1]);
+    assert_eq!(
+        c.kept[0].iter().map(|p| p.0).collect::<Vec<_>>(),
+        vec![0, 1]
+    );
+    assert_eq!(
+        c.kept[1].iter().map(|p| p.0).collect::<Vec<_>>(),
+        vec![0, 2]
+    );
+    // Dropped: expert 0 for tokens 2, 3, 4; expert 1 for token 3 → token 3 lost both.
+    assert_eq!(c.dropped_assignments, 4);
+    assert_eq!(c.tokens_fully_dropped, 1);
+}
+
+#[test]
+fn bias_update_moves_against_the_load() {
+    use llm_anatomy::moe::balance::bias_update;
+    let mut b = vec![0.0f32; 4];
+    bias_update(&mut b, &[0.5, 0.25, 0.25, 0.0], 0.1);
+    assert_eq!(b, vec![-0.1, 0.0, 0.0, 0.1]);
+}
+
+#[test]
+fn simulated_router_collapses_without_balancing_and_not_with_it() {
+    use llm_anatomy::moe::balance::{Balancing, SimConfig, simulate};
+    let cfg = SimConfig::default();
+    let none = simulate(&cfg, Balancing::None);
+    let aux = simulate(&cfg, Balancing::AuxLoss(0.1));
+    let bias = simulate(&cfg, Balancing::Bias(0.01));
+    // All three start from the same even-ish router.
+    assert_eq!(none.load[0], aux.load[0]);
+    assert!(none.load[0].iter().all(|&l| l < 0.2));
+    assert!(none.final_max_load(50) > 0.45);
+    assert!(aux.final_max_load(50) < 0.16 && bias.final_max_load(50) < 0.16);
+    // Collapsed: one expert is in nearly every token's top 2, two more share the other
+    // slot, five are starved; the aux loss reads it.
+    let mut last = none.load[cfg.steps - 1].clone();
+    last.sort_by(|a, b| b.partial_cmp(a).unwrap());
+    assert!(last[0] > 0.45 && last[0] + last[1] + last[2] > 0.95, "{last:?}");
+    assert!(none.aux_loss[cfg.steps - 1] > 2.0 * aux.aux_loss[cfg.steps - 1]);
+    assert!(none.dropped[cfg.steps - 1] > 250 && aux.dropped[cfg.steps - 1] == 0);
+}
+
+// ------------------------------------------------------------------ expert parallelism
+
+#[test]
+fn expert_parallel_equals_single_worker_bit_for_bit() {
+    use llm_anatomy::moe::expert_parallel::{self, expert_parallel};
+    let (moe, x) = expert_parallel::text_example();
+    let (router, experts) = (moe.router(), moe.experts());
+    let ep = expert_parallel(&x, 8, &router, &experts, 2, true, 2);
+    let (single, routings) = moe_bucketed(&x, 8, &router, &experts, 2, true);
+    assert_eq!(ep.output, single);
+    assert_eq!(ep.routings, routings);
+    // Bytes: every remote pair moves 8 f32 each way.
+    let t = ep.traffic;
+    assert_eq!(t.local_pairs + t.remote_pairs, 12);
+    assert_eq!(t.dispatch_bytes, t.remote_pairs * 8 * 4);
+    assert_eq!(t.combine_bytes, t.dispatch_bytes);
+    assert_eq!(t.metadata_bytes, t.remote_pairs * (12 + 8));
+    // The text's example: T1 needs E2 and travels from worker 0 to worker 1.
+    assert!(routings[1].experts.contains(&2));
+    // More workers and other shapes also match.
+    let big = OwnedMoeFixture::new();
+    for workers in [1, 3, 4] {
+        let ep = expert_parallel(
+            &big.x,
+            16,
+            &big.moe.router(),
+            &big.moe.experts(),
+            3,
+            false,
+            workers,
+        );
+        let (single, _) = moe_bucketed(&big.x, 16, &big.moe.router(), &big.moe.experts(), 3, false);
+        assert_eq!(ep.output, single, "{workers} workers");
+    }
+}
+
+struct OwnedMoeFixture {
+    moe: llm_anatomy::moe::layer::OwnedMoe,
+    x: Vec<f32>,
+}
+
+impl OwnedMoeFixture {
+    fn new() -> Self {
+        use llm_anatomy::moe::layer::OwnedMoe;
+        OwnedMoeFixture {
+            moe: OwnedMoe::random(8, 16, 10, 5),
+            x: OwnedMoe::random(13, 16, 1, 6).router,
+        }
+    }
+}
+
+// ------------------------------------------------------------------ the book's generated text
+
+/// The book includes these files; they must be what the code prints now.
+/// `BLESS=1 cargo test --test moe book_snippets` rewrites them.
+#[test]
+fn book_snippets_are_current() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src/generated");
+    for (name, text) in llm_anatomy::moe::book_snippets() {
+        let path = dir.join(name);
+        if std::env::var_os("BLESS").is_some() {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &text).unwrap();
+        }
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+            panic!(
+                "{} missing: run BLESS=1 cargo test --test moe",
+                path.display()
+            )
+        });
+        assert_eq!(
+            on_disk,
+            text,
+            "{} is stale: run BLESS=1 cargo test --test moe",
+            path.display()
+        );
+    }
+}

@@ -212,3 +212,44 @@ fn cli_params_bad_input_exits_2_naming_the_field() {
     assert_eq!(missing.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn layer_tensors_add_up_to_the_layer_count() {
+    let counts = hf_counts();
+    for rel in counts.as_object().unwrap().keys() {
+        let c = ModelConfig::from_file(&root().join(rel)).unwrap();
+        for l in 0..c.num_hidden_layers {
+            let p = params::layer_params(&c, l);
+            let f = p.ffn;
+            let want =
+                p.attention + p.norms + f.dense_mlp + f.router + f.experts + f.shared_experts;
+            let got: u64 = params::layer_tensors(&c, l).iter().map(|t| t.numel()).sum();
+            assert_eq!(got, want, "{rel} layer {l}");
+        }
+    }
+}
+
+/// `BLESS=1 cargo test --test params` rewrites the tables the book includes.
+#[test]
+fn book_tables_are_current() {
+    let dir = root().join("book/src/generated");
+    for (name, text) in params::book_snippets() {
+        let path = dir.join(name);
+        if std::env::var_os("BLESS").is_some() {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &text).unwrap();
+        }
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+            panic!(
+                "{} missing: run BLESS=1 cargo test --test params",
+                path.display()
+            )
+        });
+        assert_eq!(
+            on_disk,
+            text,
+            "{} is stale: run BLESS=1 cargo test --test params",
+            path.display()
+        );
+    }
+}

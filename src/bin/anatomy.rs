@@ -147,6 +147,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Render a conversation with the Qwen3 chat template, exactly as jinja2 does.
+    ChatTemplate {
+        /// A JSON array of {"role", "content"[, "reasoning_content", "tool_calls"]}, or an
+        /// object {"messages": [...], "tools": [...]}.
+        #[arg(long)]
+        messages: PathBuf,
+        /// End with the header of a new assistant turn.
+        #[arg(long)]
+        add_generation_prompt: bool,
+        /// false pre-fills an empty think block; omitted = not passed to the template.
+        #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
+        enable_thinking: Option<bool>,
+    },
     /// Per MoE layer, per position: the experts the router selected and their weights.
     RouterStats {
         model_dir: PathBuf,
@@ -328,6 +341,18 @@ fn run(command: Command) -> anyhow::Result<()> {
                 }
                 Ok(())
             })?;
+        }
+        Command::ChatTemplate {
+            messages,
+            add_generation_prompt,
+            enable_thinking,
+        } => {
+            let conversation = llm_anatomy::chat::template::load_conversation(&messages)?;
+            let opts = llm_anatomy::chat::ChatOptions {
+                add_generation_prompt,
+                enable_thinking,
+            };
+            print!("{}", conversation.render(&opts)?);
         }
         Command::RouterStats {
             model_dir,

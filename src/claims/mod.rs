@@ -164,15 +164,19 @@ pub(crate) fn outcome(value: f64, computed: String, ok: bool, note: impl Into<St
 
 mod long_context;
 mod moe;
+mod optim;
 mod position;
 mod qwen3;
+mod tokenizer;
 
 /// The chapters' entries, in catalogue order.
 pub const ENTRIES: &[&[Entry]] = &[
     position::ENTRIES,
     long_context::ENTRIES,
+    tokenizer::ENTRIES,
     moe::ENTRIES,
     qwen3::ENTRIES,
+    optim::ENTRIES,
 ];
 
 /// Seeded N(0, 1) vector of length `n` (inputs of the numeric checks).

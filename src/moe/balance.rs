@@ -335,3 +335,45 @@ pub fn route_all(logits: &[f32], num_experts: usize, k: usize) -> Vec<Routing> {
         .map(|z| route(z, k, true))
         .collect()
 }
+
+/// The three runs of [`simulate`] the book and the figure show, with their settings.
+pub fn book_runs() -> (SimConfig, [SimResult; 3]) {
+    let cfg = SimConfig::default();
+    let runs = [
+        simulate(&cfg, Balancing::None),
+        simulate(&cfg, Balancing::AuxLoss(0.1)),
+        simulate(&cfg, Balancing::Bias(0.01)),
+    ];
+    (cfg, runs)
+}
+
+/// The runs as a Markdown table.
+pub fn render_markdown(cfg: &SimConfig, runs: &[SimResult]) -> String {
+    let last = cfg.steps - 1;
+    let mut s = format!(
+        "| scheme | largest expert's share (mean of last 50 steps; even = {:.3}) | aux loss N·Σfᵢpᵢ at the end (even = {}) | z-loss at the end | assignments over capacity (cf {}) at the end, of {} |\n|---|---|---|---|---|\n",
+        1.0 / cfg.num_experts as f32,
+        cfg.k,
+        cfg.capacity_factor,
+        cfg.tokens_per_step * cfg.k
+    );
+    for r in runs {
+        let name = match r.balancing {
+            Balancing::None => "none".to_string(),
+            Balancing::AuxLoss(a) => format!("auxiliary loss, coefficient {a}"),
+            Balancing::Bias(g) => format!("DeepSeek-V3 bias, γ = {g}"),
+        };
+        s.push_str(&format!(
+            "| {name} | {:.3} | {:.3} | {:.3} | {} |\n",
+            r.final_max_load(50),
+            r.aux_loss[last],
+            r.z_loss[last],
+            r.dropped[last]
+        ));
+    }
+    s.push_str(&format!(
+        "\nAt step 0 (the same router for all three): aux loss {:.3}, z-loss {:.3}, {} assignments over capacity.\n",
+        runs[0].aux_loss[0], runs[0].z_loss[0], runs[0].dropped[0]
+    ));
+    s
+}

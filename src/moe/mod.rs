@@ -6,7 +6,13 @@
 //! ([`router`]), the SwiGLU expert ([`expert`]) and the layer in its literal and bucketed
 //! forms ([`layer`]) are what the Qwen3-MoE forward pass runs.
 //!
-//! Claims backed here: `moe.topk_softmax`, `moe.bucketed_equiv`, `moe.shared_expert`.
+//! The worked examples of the text follow: the weighted sum as a block-sparse product
+//! ([`block_sparse`]), the 3-expert hand trace ([`hand_trace`]), load balancing
+//! ([`balance`]) and expert parallelism over threads ([`expert_parallel`]).
+//!
+//! Claims backed here: `moe.topk_softmax`, `moe.expert_formula`, `moe.bucketed_equiv`,
+//! `moe.shared_expert`, `moe.block_sparse`, `moe.hand_trace`, `moe.balance`,
+//! `moe.ep_example`.
 
 pub mod balance;
 pub mod block_sparse;
@@ -15,6 +21,44 @@ pub mod expert_parallel;
 pub mod hand_trace;
 pub mod layer;
 pub mod router;
+
+/// The text blocks the book includes from `book/src/generated/` (file name, contents),
+/// all printed by the code; `tests/moe.rs` checks the files are current.
+pub fn book_snippets() -> Vec<(&'static str, String)> {
+    let (moe, x) = expert_parallel::text_example();
+    let (router, experts) = (moe.router(), moe.experts());
+    let ep = expert_parallel::expert_parallel(
+        &x,
+        expert_parallel::HIDDEN,
+        &router,
+        &experts,
+        expert_parallel::K,
+        true,
+        expert_parallel::WORKERS,
+    );
+    let (single, _) = moe_bucketed(&x, expert_parallel::HIDDEN, &router, &experts, 2, true);
+    let diff = ep
+        .output
+        .iter()
+        .zip(&single)
+        .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+    let (cfg, runs) = balance::book_runs();
+    vec![
+        (
+            "moe-block-sparse.md",
+            block_sparse::render_markdown(&block_sparse::text_example()),
+        ),
+        (
+            "moe-hand-trace.md",
+            hand_trace::render_markdown(&hand_trace::trace()),
+        ),
+        (
+            "moe-expert-parallel.md",
+            expert_parallel::render_markdown(&ep, diff),
+        ),
+        ("moe-balance.md", balance::render_markdown(&cfg, &runs)),
+    ]
+}
 
 pub use expert::Expert;
 pub use layer::{is_moe_layer, moe_bucketed, moe_naive, moe_with_shared};

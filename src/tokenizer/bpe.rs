@@ -54,7 +54,7 @@ pub fn bpe_reference(vocab: &Vocab, piece: &[u8]) -> Vec<u32> {
 // ANCHOR_END: bpe_reference
 
 /// Pieces longer than this (in bytes) use the heap-based merge.
-const HEAP_THRESHOLD: usize = 128;
+const HEAP_THRESHOLD: usize = 24;
 
 const NONE: u32 = u32::MAX;
 

@@ -571,6 +571,33 @@ pub fn text_report(r: &GlitchReport, shown: usize) -> String {
     s
 }
 
+/// The synthetic demonstration checkpoint (`data/synthetic-glitch/`, written by
+/// scripts/gen_synthetic_glitch.py): a bigram model whose tokenizer saw web spam that its
+/// training data did not.
+pub fn synthetic_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/synthetic-glitch")
+}
+
+/// The rows of the synthetic checkpoint that its training never saw (`planted.json`).
+pub fn synthetic_never_seen() -> Result<Vec<u32>> {
+    let path = synthetic_dir().join("planted.json");
+    let doc = crate::error::read_json(&path)?;
+    doc.get("never_seen")
+        .and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_u64().map(|x| x as u32))
+                .collect()
+        })
+        .ok_or_else(|| {
+            Error::field(
+                path.display().to_string(),
+                "never_seen",
+                "missing or not a list",
+            )
+        })
+}
+
 /// Parses an id list such as `151665-152063,7,9`.
 pub fn parse_id_ranges(s: &str) -> Result<Vec<u32>> {
     let mut out = Vec::new();

@@ -28,6 +28,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use special::{AddedToken, AddedTokens, Segment};
 use std::path::Path;
+use std::sync::OnceLock;
 use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
 use vocab::Vocab;
 
@@ -38,6 +39,10 @@ pub struct Tokenizer {
     /// The pre-tokenizer's pattern (see [`bpe::QWEN_PATTERN`]).
     pub pattern: String,
     regex: fancy_regex::Regex,
+    /// One compiled copy per rayon thread: copies of a `Regex` share one cache pool,
+    /// whose fast path serves only the thread that used it first (tiktoken keeps
+    /// per-thread copies for the same reason).
+    thread_regexes: Vec<OnceLock<fancy_regex::Regex>>,
     /// Put text in Unicode NFC before splitting it (Hugging Face's Qwen normalizer).
     pub nfc: bool,
     /// Where the vocabulary came from (for messages).
@@ -46,6 +51,8 @@ pub struct Tokenizer {
 
 /// Bytes of text per parallel chunk in [`Tokenizer::encode_parallel`].
 const CHUNK_BYTES: usize = 64 * 1024;
+/// Per-thread regex copies kept (threads past this share a copy).
+const THREAD_REGEXES: usize = 64;
 
 impl Tokenizer {
     /// Assembles a tokenizer; checks that added tokens do not reuse a vocabulary id for
@@ -86,6 +93,7 @@ impl Tokenizer {
             added,
             pattern: pattern.to_string(),
             regex,
+            thread_regexes: (0..THREAD_REGEXES).map(|_| OnceLock::new()).collect(),
             nfc,
             name: name.to_string(),
         })
@@ -150,7 +158,9 @@ impl Tokenizer {
         for segment in self.added.split(text) {
             match segment {
                 Segment::Added(id) => out.push(id),
-                Segment::Text(t) => self.encode_ordinary_into(t, &mut bpe, &mut out)?,
+                Segment::Text(t) => {
+                    self.encode_ordinary_into(&self.regex, t, &mut bpe, &mut out)?
+                }
             }
         }
         Ok(out)
@@ -160,7 +170,7 @@ impl Tokenizer {
     /// Encodes text with no added-token recognition: `<|im_start|>` is just characters.
     pub fn encode_ordinary(&self, text: &str) -> Result<Vec<u32>> {
         let mut out = Vec::with_capacity(text.len() / 3 + 1);
-        self.encode_ordinary_into(text, &mut Bpe::default(), &mut out)?;
+        self.encode_ordinary_into(&self.regex, text, &mut Bpe::default(), &mut out)?;
         Ok(out)
     }
 
@@ -176,20 +186,32 @@ impl Tokenizer {
         Error::Invalid(format!("{}: pre-tokenizer failed: {e}", self.name))
     }
 
-    fn encode_ordinary_into(&self, text: &str, bpe: &mut Bpe, out: &mut Vec<u32>) -> Result<()> {
+    fn encode_ordinary_into(
+        &self,
+        regex: &fancy_regex::Regex,
+        text: &str,
+        bpe: &mut Bpe,
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
         if self.nfc && is_nfc_quick(text.chars()) != IsNormalized::Yes {
             let normalized: String = text.nfc().collect();
-            return self.encode_pieces(&normalized, bpe, out);
+            return self.encode_pieces(regex, &normalized, bpe, out);
         }
-        self.encode_pieces(text, bpe, out)
+        self.encode_pieces(regex, text, bpe, out)
     }
 
     /// Pre-tokenize and merge. Pieces that are not whole tokens are remembered, so a
     /// repeated long word is merged once per call.
-    fn encode_pieces(&self, text: &str, bpe: &mut Bpe, out: &mut Vec<u32>) -> Result<()> {
+    fn encode_pieces(
+        &self,
+        regex: &fancy_regex::Regex,
+        text: &str,
+        bpe: &mut Bpe,
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
         let mut cache: FxHashMap<&str, (u32, u32)> = FxHashMap::default();
         let mut cached_ids: Vec<u32> = Vec::new();
-        for m in self.regex.find_iter(text) {
+        for m in regex.find_iter(text) {
             let piece = m.map_err(|e| self.regex_error(e))?.as_str();
             if self.vocab.whole_piece_first
                 && let Some(id) = self.vocab.id(piece.as_bytes())
@@ -218,11 +240,13 @@ impl Tokenizer {
     /// the ids — are exactly those of the sequential pass.
     pub fn encode_parallel(&self, text: &str) -> Result<Vec<u32>> {
         let segments = self.added.split(text);
+        // Few, large chunks: each job starts with an empty piece cache.
+        let chunk = CHUNK_BYTES.max(text.len() / (8 * rayon::current_num_threads()));
         let mut jobs: Vec<Segment> = Vec::new();
         for s in segments {
             match s {
-                Segment::Text(t) if t.len() > CHUNK_BYTES => {
-                    jobs.extend(safe_chunks(t, CHUNK_BYTES).map(Segment::Text))
+                Segment::Text(t) if t.len() > chunk => {
+                    jobs.extend(safe_chunks(t, chunk).map(Segment::Text))
                 }
                 other => jobs.push(other),
             }
@@ -233,12 +257,25 @@ impl Tokenizer {
                 Segment::Added(id) => Ok(vec![id]),
                 Segment::Text(t) => {
                     let mut out = Vec::with_capacity(t.len() / 3 + 1);
-                    self.encode_ordinary_into(t, &mut Bpe::default(), &mut out)?;
+                    self.encode_ordinary_into(
+                        self.thread_regex(),
+                        t,
+                        &mut Bpe::default(),
+                        &mut out,
+                    )?;
                     Ok(out)
                 }
             })
             .collect::<Result<_>>()?;
         Ok(parts.concat())
+    }
+
+    /// This rayon thread's copy of the pre-tokenizer regex.
+    fn thread_regex(&self) -> &fancy_regex::Regex {
+        let slot = rayon::current_thread_index().unwrap_or(0) % THREAD_REGEXES;
+        self.thread_regexes[slot].get_or_init(|| {
+            fancy_regex::Regex::new(&self.pattern).unwrap_or_else(|_| self.regex.clone())
+        })
     }
 
     /// The bytes of a sequence of ids (added tokens give their text). An id that is

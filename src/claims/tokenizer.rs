@@ -1,0 +1,249 @@
+//! Claims of chapter 4: the tokenizer, special tokens and glitch tokens (S0 5.3).
+
+use super::{Entry, Outcome, Status, outcome};
+use crate::tokenizer::glitch::{synthetic_dir, synthetic_never_seen};
+use crate::tokenizer::{Tokenizer, glitch, special};
+use std::sync::OnceLock;
+
+/// The shipped Qwen vocabulary, loaded once for all claims.
+fn qwen() -> Result<&'static Tokenizer, String> {
+    static T: OnceLock<Result<Tokenizer, String>> = OnceLock::new();
+    T.get_or_init(|| Tokenizer::qwen().map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+fn failed(what: &str, e: impl std::fmt::Display) -> Outcome {
+    Outcome {
+        value: None,
+        computed: format!("{what} failed: {e}"),
+        status: Status::Erratum,
+        note: "The computation itself failed; see the message.".into(),
+    }
+}
+
+fn tok_glitch_ids() -> Outcome {
+    let t = match qwen() {
+        Ok(t) => t,
+        Err(e) => return failed("loading data/qwen.tiktoken", e),
+    };
+    let checks = glitch::check_glitch_ids(t);
+    let ok = checks.iter().filter(|c| c.ok).count();
+    let shown: Vec<String> = checks
+        .iter()
+        .map(|c| format!("{} = {}", c.id, c.actual.as_deref().unwrap_or("<none>")))
+        .collect();
+    outcome(
+        ok as f64,
+        format!("{ok} of 6 match: {}", shown.join(", ")),
+        ok == checks.len(),
+        "Each id decodes to the stated four characters in the shipped vocabulary (dashscope 1.20.0's qwen.tiktoken, shared by Qwen, Qwen2, Qwen2.5 and Qwen3).",
+    )
+}
+
+fn tok_literal_scan() -> Outcome {
+    let t = match qwen() {
+        Ok(t) => t,
+        Err(e) => return failed("loading data/qwen.tiktoken", e),
+    };
+    let hits = glitch::literal_scan(t, glitch::LITERAL_MIN_CHARS);
+    let count = |k| hits.iter().filter(|h| h.kind == k).count();
+    let bytes_count = t
+        .vocab
+        .iter()
+        .filter(|(_, b)| b.len() > 20 && !b.windows(2).any(|w| w == b"<|"))
+        .count();
+    outcome(
+        hits.len() as f64,
+        format!(
+            "{} tokens: {} whitespace runs, {} one-character runs, {} rulers, {} words/identifiers (counting bytes instead of characters would give {bytes_count})",
+            hits.len(),
+            count(glitch::LiteralKind::Whitespace),
+            count(glitch::LiteralKind::Repeated),
+            count(glitch::LiteralKind::Ruler),
+            count(glitch::LiteralKind::Word),
+        ),
+        hits.len() == 410,
+        "Characters of the decoded string (U+FFFD for partial UTF-8), as Python's len(tokenizer.decode([id])) counts them; none of the 410 is Chinese — the long tokens are code rulers, indentation and identifiers.",
+    )
+}
+
+const NORM_SCAN_CMD: &str = "cargo run --release -- glitch --vocab data/qwen.tiktoken --model DIR_OF_Qwen2.5-7B-Instruct --top-k 10000 --json | jq '.checkpoint.norms.cjk | length'";
+
+fn tok_norm_scan() -> Outcome {
+    let demo = synthetic_never_seen()
+        .and_then(|planted| {
+            let tok = Tokenizer::from_file(&synthetic_dir().join("tokenizer.json"))?;
+            glitch::screen_checkpoint(&synthetic_dir(), &tok, planted.len(), None)
+        })
+        .map(|s| {
+            format!(
+                "on the synthetic checkpoint the same screen keeps the {} smallest rows and finds {} multi-character Chinese tokens among them",
+                s.norms.smallest.len(),
+                s.norms.cjk.len()
+            )
+        })
+        .unwrap_or_else(|e| format!("synthetic demo failed: {e}"));
+    Outcome {
+        value: None,
+        computed: format!("screen implemented (tokenizer::glitch::norm_screen); {demo}"),
+        status: Status::NeedsData,
+        note: format!(
+            "Needs Qwen2.5-7B-Instruct's weights (15 GB, not shipped). Reproduce with: {NORM_SCAN_CMD}"
+        ),
+    }
+}
+
+fn tok_glitch_norms() -> Outcome {
+    Outcome {
+        value: None,
+        computed: "norms of the six ids need model.embed_tokens.weight".into(),
+        status: Status::NeedsData,
+        note: "Needs Qwen2.5-7B-Instruct's weights. Reproduce with: cargo run --release -- glitch --vocab data/qwen.tiktoken --model DIR --top-k 152064 --json | jq '.checkpoint.norms.smallest[] | select(.id == 117332 or .id == 115984 or .id == 115992 or .id == 118326 or .id == 109540 or .id == 114068)'".into(),
+    }
+}
+
+fn tok_vocab_sizes() -> Outcome {
+    let t = match qwen() {
+        Ok(t) => t,
+        Err(e) => return failed("loading data/qwen.tiktoken", e),
+    };
+    let ranks = t.vocab.n_tokens();
+    // Qwen2.5's tokenizer adds the first 22 of Qwen3's 26 added tokens.
+    let qwen25_ids = ranks + 22;
+    let (rows, hidden) = (152_064usize, 3_584usize);
+    let (oss_rows, oss_hidden) = (201_088usize, 2_880usize);
+    outcome(
+        (rows - qwen25_ids) as f64,
+        format!(
+            "{ranks} BPE ranks + 22 added = {qwen25_ids} ids in {rows} rows ({} padding rows); embedding {rows}×{hidden} = {:.1} M parameters ({:.2} GB bf16); GPT-OSS-20B {oss_rows}×{oss_hidden} = {:.1} M",
+            rows - qwen25_ids,
+            (rows * hidden) as f64 / 1e6,
+            (rows * hidden * 2) as f64 / 1e9,
+            (oss_rows * oss_hidden) as f64 / 1e6
+        ),
+        ranks == 151_643 && qwen25_ids <= rows,
+        "Consistent: the shipped vocabulary fills 151,665 of Qwen2.5's 152,064 embedding rows; the hidden sizes are configuration facts taken as given.",
+    )
+}
+
+fn tok_special() -> Outcome {
+    let t = match qwen() {
+        Ok(t) => t,
+        Err(e) => return failed("loading data/qwen.tiktoken", e),
+    };
+    let mut single = 0usize;
+    for (content, id, _) in special::QWEN3_ADDED_TOKENS {
+        let in_text = format!("x{content}y");
+        let ids = t.encode(&in_text).unwrap_or_default();
+        if ids.iter().filter(|&&i| i == *id).count() == 1
+            && t.decode(&ids).ok().as_deref() == Some(in_text.as_str())
+        {
+            single += 1;
+        }
+    }
+    let near = ["<|im_start|", "<|IM_START|>", "<think >", "</think"];
+    let split_near = near
+        .iter()
+        .filter(|s| {
+            t.encode(s)
+                .is_ok_and(|ids| ids.len() > 1 && ids.iter().all(|&i| i < 151_643))
+        })
+        .count();
+    let prompt = "<|im_start|>user\n你好<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
+    let ids = t.encode(prompt).unwrap_or_default();
+    outcome(
+        single as f64,
+        format!(
+            "{single} of {} added tokens map to one id inside text; {split_near} of {} near-misses stay ordinary text; ChatML prompt → {ids:?}",
+            special::QWEN3_ADDED_TOKENS.len(),
+            near.len()
+        ),
+        single == special::QWEN3_ADDED_TOKENS.len() && split_near == near.len(),
+        "<|im_start|> 151644, <|im_end|> 151645, <think> 151667, </think> 151668 are matched before BPE and never split; a near-miss such as \"<|im_start|\" is BPE'd like any text.",
+    )
+}
+
+fn tok_untrained_norm() -> Outcome {
+    let run = || -> crate::Result<(usize, usize, usize, usize)> {
+        let dir = synthetic_dir();
+        let tok = Tokenizer::from_file(&dir.join("tokenizer.json"))?;
+        let planted = synthetic_never_seen()?;
+        let s = glitch::screen_checkpoint(&dir, &tok, planted.len(), None)?;
+        let set: std::collections::HashSet<u32> = planted.iter().copied().collect();
+        let by_norm = s
+            .norms
+            .smallest
+            .iter()
+            .filter(|r| set.contains(&r.id))
+            .count();
+        let by_ind = s
+            .indicator
+            .as_ref()
+            .map_or(0, |v| v.iter().filter(|r| set.contains(&r.id)).count());
+        Ok((planted.len(), by_norm, by_ind, s.norms.cjk.len()))
+    };
+    match run() {
+        Ok((n, by_norm, by_ind, cjk)) => outcome(
+            by_norm as f64,
+            format!(
+                "synthetic checkpoint: {n} rows never seen in training; the {n} smallest norms are exactly {by_norm} of them, the unembedding indicator's {n} closest {by_ind}; {cjk} are multi-character Chinese tokens"
+            ),
+            by_norm == n && by_ind == n,
+            "A row that never receives a gradient keeps its initial (small) norm, so the norm screen separates never-seen tokens completely in a controlled run (scripts/gen_synthetic_glitch.py).",
+        ),
+        Err(e) => failed("screening data/synthetic-glitch", e),
+    }
+}
+
+pub const ENTRIES: &[Entry] = &[
+    Entry {
+        id: "tok.glitch_ids",
+        section: "S0 5.3.2",
+        statement: "Qwen vocabulary: 117332 = 法战组合, 115984 = 魔龙令牌, 115992 = 鸟成长记, 118326 = 凡本网注, 109540 = 早餐加盟, 114068 = 搜狐首页",
+        stated: "these ids",
+        compute: tok_glitch_ids,
+    },
+    Entry {
+        id: "tok.literal_scan",
+        section: "S0 5.3.3",
+        statement: "tokens whose decoded string is longer than 20 characters and does not contain \"<|\": count over the Qwen vocabulary",
+        stated: "410",
+        compute: tok_literal_scan,
+    },
+    Entry {
+        id: "tok.norm_scan",
+        section: "S0 5.3.3",
+        statement: "multi-character Chinese tokens among the 10,000 smallest-L2-norm embeddings of Qwen2.5-7B-Instruct (vocab 152,064, hidden 3,584)",
+        stated: "137",
+        compute: tok_norm_scan,
+    },
+    Entry {
+        id: "tok.glitch_norms",
+        section: "S0 5.3.2",
+        statement: "L2 norms in the glitch table (0.0150 … 0.1211)",
+        stated: "0.0150, 0.0213, 0.0263, 0.0295, 0.0899, 0.1211",
+        compute: tok_glitch_norms,
+    },
+    Entry {
+        id: "tok.vocab_sizes",
+        section: "S0 5.3.2, 5.3.4",
+        statement: "Qwen2.5-7B vocab 152,064 × 3,584; GPT-OSS-20B vocab 201,088 × 2,880",
+        stated: "facts",
+        compute: tok_vocab_sizes,
+    },
+    Entry {
+        id: "tok.special",
+        section: "S0 5.3.1",
+        statement: "ChatML special tokens <|im_start|>, <|im_end|>, <think>, </think> map to single ids, never split by BPE",
+        stated: "exact",
+        compute: tok_special,
+    },
+    Entry {
+        id: "tok.untrained_norm",
+        section: "S0 5.3.2",
+        statement: "a token rarely or never seen in the model's training data keeps an embedding near its random initialisation, with a small norm",
+        stated: "mechanism",
+        compute: tok_untrained_norm,
+    },
+];

@@ -1,0 +1,256 @@
+//! Pins every `moe.*` and `qwen3.*` claim: status and computed value. Expected values are
+//! worked out here from the published configs by hand arithmetic, independently of
+//! src/params.rs; the transformers cross-check of the counts lives in tests/params.rs.
+
+use llm_anatomy::claims::{self, Status};
+
+fn claim(id: &str) -> claims::Claim {
+    claims::find(id).unwrap_or_else(|| panic!("claim {id} missing from the registry"))
+}
+
+fn pinned(id: &str, status: Status) -> f64 {
+    let c = claim(id);
+    assert_eq!(c.status, status, "{id}: {}", c.computed);
+    c.value.unwrap_or_else(|| panic!("{id} has no value"))
+}
+
+// Qwen3-30B-A3B by hand: H = 2048, 48 layers, 32 heads × 128, 4 KV heads, 128 experts of
+// 768, top-8, vocabulary 151,936, untied.
+const H: u64 = 2048;
+const ATTN: u64 = H * 4096 + 2 * H * 512 + 4096 * H;
+const ROUTER: u64 = H * 128;
+const EXPERT: u64 = 3 * H * 768;
+const EMB: u64 = 2 * 151_936 * H;
+const NORMS: u64 = 48 * (2 * H + 2 * 128) + H;
+const TOTAL: u64 = EMB + 48 * (ATTN + ROUTER + 128 * EXPERT) + NORMS;
+const ACTIVE: u64 = EMB + 48 * (ATTN + ROUTER + 8 * EXPERT) + NORMS;
+
+#[test]
+fn every_moe_and_qwen3_catalogue_id_is_registered() {
+    let ids = [
+        "moe.topk_softmax",
+        "moe.block_sparse",
+        "moe.hand_trace",
+        "moe.bucketed_equiv",
+        "moe.equiv_width",
+        "moe.flops",
+        "moe.shared_expert",
+        "moe.deepseek_v3_params",
+        "moe.mixtral_params",
+        "moe.estimate_exercise",
+        "moe.ep_example",
+        "moe.balance",
+        "qwen3.wq_shape",
+        "qwen3.router_params",
+        "qwen3.expert_params",
+        "qwen3.experts_per_layer",
+        "qwen3.total_params",
+        "qwen3.active_params",
+        "qwen3.share_total",
+        "qwen3.share_active",
+        "qwen3.dense32b_share",
+        "qwen3.gqa",
+        "qwen3.rmsnorm",
+        "qwen3.param_formula_note",
+    ];
+    for id in ids {
+        let c = claim(id);
+        assert!(!c.note.is_empty() && !c.computed.is_empty(), "{id}");
+    }
+}
+
+#[test]
+fn moe_topk_softmax() {
+    let v = pinned("moe.topk_softmax", Status::Reproduced);
+    assert!(v < 5e-7, "{v}");
+}
+
+#[test]
+fn moe_expert_formula() {
+    // Swapping which projection goes through SiLU changes the output at the 10 % level.
+    let v = pinned("moe.expert_formula", Status::Erratum);
+    assert!(v > 0.1, "{v}");
+}
+
+#[test]
+fn moe_block_sparse() {
+    assert!(pinned("moe.block_sparse", Status::Reproduced) < 1e-15);
+}
+
+#[test]
+fn moe_hand_trace() {
+    assert!(pinned("moe.hand_trace", Status::Reproduced) <= 1e-7);
+}
+
+#[test]
+fn moe_bucketed_equiv() {
+    assert!(pinned("moe.bucketed_equiv", Status::Reproduced) < 1e-6);
+}
+
+#[test]
+fn moe_equiv_width() {
+    assert_eq!(pinned("moe.equiv_width", Status::Reproduced), 6144.0);
+}
+
+#[test]
+fn moe_flops() {
+    assert_eq!(
+        pinned("moe.flops", Status::Reproduced),
+        (3 * H * 8 * 768) as f64
+    );
+}
+
+#[test]
+fn moe_shared_expert() {
+    assert!(pinned("moe.shared_expert", Status::Reproduced) < 1e-6);
+}
+
+#[test]
+fn moe_deepseek_v3_params() {
+    // H = 7168; MLA attention per layer (q LoRA 1536, kv LoRA 512, 128 heads of 128 + 64,
+    // v 128) with its two inner norms; 3 dense layers of 18432; 58 MoE layers with 256
+    // experts of 2048, one shared expert, a router with a bias; vocabulary 129,280.
+    let h: u64 = 7168;
+    let attn = h * 1536 + 1536 + 1536 * 128 * 192 + h * 576 + 512 + 512 * 128 * 256 + 128 * 128 * h;
+    let layer_norms = 2 * h;
+    let expert = 3 * h * 2048;
+    let total = 2 * 129_280 * h
+        + h
+        + 61 * (attn + layer_norms)
+        + 3 * 3 * h * 18432
+        + 58 * (256 * h + 256 + 257 * expert);
+    assert_eq!(total, 671_026_419_200);
+    assert_eq!(
+        pinned("moe.deepseek_v3_params", Status::Reproduced),
+        total as f64
+    );
+}
+
+#[test]
+fn moe_mixtral_params() {
+    let h: u64 = 4096;
+    let total =
+        2 * 32_000 * h + h + 32 * (2 * h * h + 2 * h * 1024 + 2 * h + 8 * h + 8 * 3 * h * 14336);
+    assert_eq!(
+        pinned("moe.mixtral_params", Status::Reproduced),
+        total as f64
+    );
+    // FP16 bytes: 93.4 GB, 87.0 GiB — both within 5 % of "~90 GB".
+    assert_eq!((2.0 * total as f64 / 1e8).round() / 10.0, 93.4);
+    assert_eq!(
+        (2.0 * total as f64 / (1u64 << 30) as f64 * 10.0).round() / 10.0,
+        87.0
+    );
+}
+
+#[test]
+fn moe_estimate_exercise() {
+    assert_eq!(pinned("moe.estimate_exercise", Status::Reproduced), 56e9);
+}
+
+#[test]
+fn moe_ep_example() {
+    assert_eq!(pinned("moe.ep_example", Status::Reproduced), 0.0);
+}
+
+#[test]
+fn moe_balance() {
+    // Without balancing the largest expert ends up with about half the assignments (k = 2
+    // of 8 experts take everything).
+    let v = pinned("moe.balance", Status::Reproduced);
+    assert!(v > 0.45 && v <= 0.5, "{v}");
+}
+
+#[test]
+fn qwen3_config_table() {
+    assert_eq!(pinned("qwen3.config_table", Status::Reproduced), 0.0);
+}
+
+#[test]
+fn qwen3_wq_shape() {
+    assert_eq!(pinned("qwen3.wq_shape", Status::Reproduced), 4096.0);
+}
+
+#[test]
+fn qwen3_router_params() {
+    assert_eq!(
+        pinned("qwen3.router_params", Status::Reproduced),
+        ROUTER as f64
+    );
+}
+
+#[test]
+fn qwen3_expert_params() {
+    assert_eq!(
+        pinned("qwen3.expert_params", Status::Reproduced),
+        EXPERT as f64
+    );
+}
+
+#[test]
+fn qwen3_experts_per_layer() {
+    assert_eq!(
+        pinned("qwen3.experts_per_layer", Status::Reproduced),
+        (128 * EXPERT) as f64
+    );
+}
+
+#[test]
+fn qwen3_total_params() {
+    assert_eq!(TOTAL, 30_532_122_624);
+    assert_eq!(
+        pinned("qwen3.total_params", Status::Reproduced),
+        TOTAL as f64
+    );
+}
+
+#[test]
+fn qwen3_active_params() {
+    assert_eq!(
+        pinned("qwen3.active_params", Status::Reproduced),
+        ACTIVE as f64
+    );
+}
+
+#[test]
+fn qwen3_share_total() {
+    let v = pinned("qwen3.share_total", Status::Reproduced);
+    assert!((v - 100.0 * (48 * ATTN) as f64 / TOTAL as f64).abs() < 1e-12);
+}
+
+#[test]
+fn qwen3_share_active() {
+    let v = pinned("qwen3.share_active", Status::Reproduced);
+    assert!((v - 100.0 * (48 * ATTN) as f64 / ACTIVE as f64).abs() < 1e-12);
+}
+
+#[test]
+fn qwen3_dense32b_share() {
+    let h: u64 = 5120;
+    let attn = 64 * (h * 8192 * 2 + 2 * h * 1024);
+    let total =
+        2 * 151_936 * h + 64 * (h * 8192 * 2 + 2 * h * 1024 + 3 * h * 25600 + 2 * h + 256) + h;
+    assert_eq!(total, 32_762_123_264);
+    let v = pinned("qwen3.dense32b_share", Status::Reproduced);
+    assert!((v - 100.0 * attn as f64 / total as f64).abs() < 1e-12);
+}
+
+#[test]
+fn qwen3_gqa() {
+    assert_eq!(pinned("qwen3.gqa", Status::Reproduced), 8.0);
+}
+
+#[test]
+fn qwen3_rmsnorm() {
+    // Four RMSNorm modules per layer, not two.
+    assert_eq!(pinned("qwen3.rmsnorm", Status::Erratum), 4.0);
+}
+
+#[test]
+fn qwen3_param_formula_note() {
+    assert_eq!(
+        pinned("qwen3.param_formula_note", Status::Reproduced),
+        NORMS as f64
+    );
+    assert_eq!(NORMS, 210_944);
+}

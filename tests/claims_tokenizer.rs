@@ -1,0 +1,169 @@
+//! Pins every `tok.*` claim: status and computed value. The expected counts were
+//! established independently in Python (scripts/gen_tokenizer_fixtures.py writes the
+//! literal-scan ids from tiktoken's decoding; scripts/gen_synthetic_glitch.py writes the
+//! never-seen rows of the synthetic checkpoint).
+
+use llm_anatomy::claims::{self, Status};
+use llm_anatomy::tokenizer::{Tokenizer, glitch};
+use std::path::Path;
+
+fn claim(id: &str) -> claims::Claim {
+    claims::find(id).unwrap_or_else(|| panic!("claim {id} missing from the registry"))
+}
+
+fn pinned(id: &str, status: Status) -> f64 {
+    let c = claim(id);
+    assert_eq!(c.status, status, "{id}: {}", c.computed);
+    c.value.unwrap_or_else(|| panic!("{id} has no value"))
+}
+
+#[test]
+fn every_tok_catalogue_id_is_registered() {
+    for id in [
+        "tok.glitch_ids",
+        "tok.literal_scan",
+        "tok.norm_scan",
+        "tok.glitch_norms",
+        "tok.vocab_sizes",
+        "tok.special",
+        "tok.untrained_norm",
+    ] {
+        let c = claim(id);
+        assert!(!c.note.is_empty(), "{id}");
+    }
+}
+
+#[test]
+fn tok_glitch_ids() {
+    assert_eq!(pinned("tok.glitch_ids", Status::Reproduced), 6.0);
+    assert!(
+        claim("tok.glitch_ids")
+            .computed
+            .contains("117332 = 法战组合")
+    );
+}
+
+#[test]
+fn tok_literal_scan() {
+    assert_eq!(pinned("tok.literal_scan", Status::Reproduced), 410.0);
+    let c = claim("tok.literal_scan");
+    // The Python side (tiktoken decode, errors="replace") counted 410 too, and 937 by bytes.
+    let fx: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tokenizer/vocab.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(fx["literal_scan_ids"].as_array().unwrap().len(), 410);
+    let by_bytes = fx["literal_scan_bytes_count"].as_u64().unwrap();
+    assert!(
+        c.computed.contains(&format!("would give {by_bytes}")),
+        "{}",
+        c.computed
+    );
+    assert!(c.computed.contains("97 whitespace runs"), "{}", c.computed);
+}
+
+#[test]
+fn tok_norm_scan() {
+    let c = claim("tok.norm_scan");
+    assert_eq!(c.status, Status::NeedsData);
+    assert!(c.note.contains("--top-k 10000"), "{}", c.note);
+    assert!(
+        c.note.contains("glitch --vocab data/qwen.tiktoken --model"),
+        "{}",
+        c.note
+    );
+    assert!(
+        c.computed
+            .contains("finds 51 multi-character Chinese tokens"),
+        "{}",
+        c.computed
+    );
+}
+
+#[test]
+fn tok_glitch_norms() {
+    let c = claim("tok.glitch_norms");
+    assert_eq!(c.status, Status::NeedsData);
+    assert!(c.note.contains("117332"));
+}
+
+#[test]
+fn tok_vocab_sizes() {
+    // 152,064 rows − (151,643 ranks + 22 added tokens) = 399 padding rows.
+    assert_eq!(pinned("tok.vocab_sizes", Status::Reproduced), 399.0);
+    let c = claim("tok.vocab_sizes");
+    assert!(c.computed.contains("545.0 M"), "{}", c.computed); // 152,064 × 3,584 = 544,997,376
+    assert!(c.computed.contains("579.1 M"), "{}", c.computed); // 201,088 × 2,880 = 579,133,440
+}
+
+#[test]
+fn tok_special() {
+    assert_eq!(pinned("tok.special", Status::Reproduced), 26.0);
+    let c = claim("tok.special");
+    assert!(c.computed.starts_with("26 of 26"), "{}", c.computed);
+    assert!(c.computed.contains("[151644, 872, 198"), "{}", c.computed);
+    assert!(c.computed.contains("151667, 271, 151668"), "{}", c.computed);
+}
+
+#[test]
+fn tok_untrained_norm() {
+    let planted: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("data/synthetic-glitch/planted.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let n = planted["never_seen"].as_array().unwrap().len();
+    assert_eq!(pinned("tok.untrained_norm", Status::Reproduced), n as f64);
+}
+
+#[test]
+fn synthetic_screens_find_exactly_the_never_seen_rows() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/synthetic-glitch");
+    let planted: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("planted.json")).unwrap()).unwrap();
+    let mut never: Vec<u32> = planted["never_seen"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u32)
+        .collect();
+    never.sort();
+    let tok = Tokenizer::from_file(&dir.join("tokenizer.json")).unwrap();
+    assert_eq!(tok.n_ids() as u64, planted["n_ids"].as_u64().unwrap());
+    let s = glitch::screen_checkpoint(&dir, &tok, never.len(), None).unwrap();
+    let mut by_norm: Vec<u32> = s.norms.smallest.iter().map(|r| r.id).collect();
+    by_norm.sort();
+    assert_eq!(by_norm, never);
+    let mut by_ind: Vec<u32> = s.indicator.as_ref().unwrap().iter().map(|r| r.id).collect();
+    by_ind.sort();
+    assert_eq!(by_ind, never);
+    // The multi-character Chinese ones are those the generator listed.
+    let mut cjk: Vec<u32> = s.norms.cjk.iter().map(|r| r.id).collect();
+    cjk.sort();
+    let mut want: Vec<u32> = planted["multichar_cjk"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.parse().unwrap())
+        .collect();
+    want.sort();
+    assert_eq!(cjk, want);
+    // Every spam word of tokenizer corpus A is among them; no word of corpus B is.
+    let texts: Vec<&str> = s
+        .norms
+        .cjk
+        .iter()
+        .filter_map(|r| r.text.as_deref())
+        .collect();
+    for spam in ["法战组合", "魔龙令牌", "鸟成长记", "早餐加盟", "搜狐首页"] {
+        assert!(texts.contains(&spam), "{spam} not found in {texts:?}");
+    }
+    // The norm gap the generator asserted: never-seen rows stay below every trained row.
+    let max_never = planted["max_norm_never_seen"].as_f64().unwrap() as f32;
+    assert!(s.norms.smallest.iter().all(|r| r.score <= max_never + 1e-6));
+}
