@@ -324,49 +324,186 @@ def build_case(name, overrides, opts, out_dir):
           f"gaps {greedy_gap:.2e} / {router_gap:.2e}")
 
 
+# The toy grammar the bundled model is trained on: every word is one Qwen token with its
+# leading space, so each token has exactly one word class.
+GRAMMAR = {
+    "noun": "cat dog bird child teacher farmer river house book garden king queen horse tree "
+    "boat doctor girl boy city road".split(),
+    "verb": "saw found liked chased painted carried watched helped followed opened visited "
+    "heard pushed built loved".split(),
+    "adjective": "small red old quiet happy green tall dark young bright cold brave".split(),
+    "determiner": ["the", "a"],
+    "conjunction": ["and"],
+    "punctuation": [".", "!", "?", ","],
+}
+
+
+def qwen_encoding():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gen_tokenizer_fixtures as gt  # the tokenizer chapter's tiktoken setup
+
+    return gt.tiktoken_encoding(gt.load_ranks(gt.VOCAB))
+
+
+def toy_sentences(rng, n):
+    """Sentences as lists of (class, word): NP verb NP [, and NP verb NP] end-mark."""
+
+    def noun_phrase():
+        words = [("determiner", str(rng.choice(GRAMMAR["determiner"])))]
+        if rng.random() < 0.4:
+            words.append(("adjective", str(rng.choice(GRAMMAR["adjective"]))))
+        words.append(("noun", str(rng.choice(GRAMMAR["noun"]))))
+        return words
+
+    out = []
+    for _ in range(n):
+        s = noun_phrase() + [("verb", str(rng.choice(GRAMMAR["verb"])))] + noun_phrase()
+        if rng.random() < 0.4:
+            s += [("punctuation", ","), ("conjunction", "and")]
+            s += noun_phrase() + [("verb", str(rng.choice(GRAMMAR["verb"])))] + noun_phrase()
+        s.append(("punctuation", str(rng.choice([".", ".", "!", "?"]))))
+        out.append(s)
+    return out
+
+
+def render(enc, sentences):
+    """Text, token ids and the word class of every token."""
+    text, ids, classes = "", [], []
+    for s in sentences:
+        for i, (cls, w) in enumerate(s):
+            piece = w if cls == "punctuation" else " " + (w.capitalize() if i == 0 else w)
+            t = enc.encode(piece)
+            assert len(t) == 1, f"{piece!r} is not one token"
+            text += piece
+            ids += t
+            classes.append(cls)
+    assert enc.encode(text) == ids, "word-by-word ids differ from the text's"
+    return text, ids, classes
+
+
+def class_table(router_topk, classes, num_experts):
+    """Per layer, per class: the fraction of that class's expert slots each expert got."""
+    table = {}
+    for layer, topk in router_topk.items():
+        rows = {}
+        for cls in GRAMMAR:
+            slots = [e for t, c in zip(topk, classes) if c == cls for e in t]
+            counts = np.bincount(slots, minlength=num_experts)
+            rows[cls] = [round(float(x), 4) for x in counts / max(1, counts.sum())]
+        table[layer] = rows
+    return table
+
+
 def build_bundled():
-    """data/tiny-qwen3-moe: Qwen's real vocabulary size (so the Qwen tokenizer's ids are
-    valid), hidden 16, tied embeddings, bf16 — about 5 MB, random weights."""
+    """data/tiny-qwen3-moe: a tiny Qwen3-MoE with Qwen's real vocabulary size (so the Qwen
+    tokenizer's ids are valid), hidden 16, tied embeddings, bf16, about 5 MB — trained for
+    a few hundred steps on a toy grammar so its router has word classes to tell apart."""
+    enc = qwen_encoding()
+    for cls in ["noun", "verb", "adjective"]:
+        GRAMMAR[cls] = [w for w in GRAMMAR[cls] if len(enc.encode(" " + w)) == 1]
+    rng = np.random.default_rng(0)
+    _, train_ids, _ = render(enc, toy_sentences(rng, 4000))
+    used = sorted(set(train_ids))
+    compact = {t: i for i, t in enumerate(used)}
+
     kw = dict(
-        vocab_size=151936,
         hidden_size=16,
         intermediate_size=32,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=8,
-        moe_intermediate_size=16,
+        moe_intermediate_size=32,
         num_experts=8,
         num_experts_per_tok=2,
         norm_topk_prob=True,
-        max_position_embeddings=512,
+        max_position_embeddings=1024,
         tie_word_embeddings=True,
         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+        router_aux_loss_coef=0.01,
         bos_token_id=151643,
         eos_token_id=151645,
-        initializer_range=0.25,
     )
-    config = Qwen3MoeConfig(**kw)
-    seed = 20250
-    torch.manual_seed(seed)
+    # Training runs on a compact vocabulary (the grammar's tokens only): the full
+    # 151 936-row softmax would make each step ~100× slower for rows it never sees.
+    torch.manual_seed(0)
+    torch.set_num_threads(2)
+    small = Qwen3MoeForCausalLM(Qwen3MoeConfig(vocab_size=len(used), **kw))
+    opt = torch.optim.AdamW(small.parameters(), lr=1e-2, weight_decay=0.0)
+    data = torch.tensor([compact[t] for t in train_ids])
+    steps, batch, seq = 300, 16, 48
+    losses = []
+    for _ in range(steps):
+        starts = torch.randint(0, len(data) - seq - 1, (batch,))
+        x = torch.stack([data[s : s + seq] for s in starts])
+        out = small(x, labels=x, output_router_logits=True)
+        out.loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(float(out.loss.detach()))
+
+    # The full-vocabulary model: the trained weights, the grammar's rows of the embedding
+    # put back at their Qwen ids, every other row N(0, 0.02²) as at initialisation.
+    config = Qwen3MoeConfig(vocab_size=151936, **kw)
     model = Qwen3MoeForCausalLM(config)
-    randomise(model, seed, config.initializer_range)
+    with torch.no_grad():
+        state = small.state_dict()
+        g = torch.Generator().manual_seed(1)
+        emb = 0.02 * torch.randn(151936, 16, generator=g)
+        emb[torch.tensor(used)] = state["model.embed_tokens.weight"]
+        state["model.embed_tokens.weight"] = emb
+        state["lm_head.weight"] = emb
+        model.load_state_dict(state)
     model = model.to(torch.bfloat16)
     if BUNDLED.exists():
         shutil.rmtree(BUNDLED)
     model.save_pretrained(BUNDLED)
-    prompt = [9707, 11, 1879, 0, 576, 8251, 13]  # arbitrary ids (the tour tokenises text)
-    logits, gen, router, _, _ = reference(Qwen3MoeForCausalLM, BUNDLED, prompt)
+
+    # Held-out sentences: what transformers routes where, by word class.
+    text, ids, classes = render(enc, toy_sentences(np.random.default_rng(1), 40))
+    assert set(ids) <= set(used), "held-out tokens the training never saw"
+    assert len(ids) <= config.max_position_embeddings
+    logits, gen, router, greedy_gap, router_gap = reference(Qwen3MoeForCausalLM, BUNDLED, ids)
+    topk = {layer: r["experts"] for layer, r in router.items()}
+    prompt = ids[:12]
+    _, gen12, _, _, _ = reference(Qwen3MoeForCausalLM, BUNDLED, prompt)
     check = {
         "prompt": prompt,
-        "greedy": gen,
-        "last_logits_top5": torch.topk(logits[-1], 5).indices.tolist(),
-        "seed": seed,
+        "greedy": gen12,
+        "seed": 0,
         "versions": VERSIONS,
     }
     (BUNDLED / "transformers_check.json").write_text(json.dumps(check, indent=1) + "\n")
+    word_classes = {
+        "about": "Held-out sentences of the toy grammar the bundled model was trained on; "
+        "per token its word class, and transformers' router top-k per MoE layer.",
+        "grammar": GRAMMAR,
+        "training": {
+            "sentences": 4000,
+            "tokens": len(train_ids),
+            "steps": steps,
+            "batch": batch,
+            "seq_len": seq,
+            "optimizer": "AdamW lr 1e-2, no weight decay",
+            "router_aux_loss_coef": 0.01,
+            "first_loss": round(losses[0], 4),
+            "last_50_mean_loss": round(float(np.mean(losses[-50:])), 4),
+        },
+        "text": text,
+        "ids": ids,
+        "classes": classes,
+        "router_topk": topk,
+        "class_table": class_table(topk, classes, config.num_experts),
+        "versions": VERSIONS,
+    }
+    (BUNDLED / "word_classes.json").write_text(json.dumps(word_classes) + "\n")
     size = sum(f.stat().st_size for f in BUNDLED.iterdir())
-    print(f"bundled: {size / 1e6:.2f} MB, greedy {gen}")
+    print(f"bundled: {size / 1e6:.2f} MB, loss {losses[0]:.3f} → {np.mean(losses[-50:]):.3f}, "
+          f"greedy {gen12} = {enc.decode(gen12)!r}, router gap {router_gap:.1e}")
+    for layer, rows in word_classes["class_table"].items():
+        print(f"  layer {layer}")
+        for cls, row in rows.items():
+            print(f"    {cls:12s} {row}")
 
 
 def main():

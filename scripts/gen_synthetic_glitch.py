@@ -179,6 +179,15 @@ def main():
             "max_norm_never_seen": float(norms[~seen].max()),
             "min_norm_seen": float(norms[seen].min()),
         }, f, ensure_ascii=False, indent=1)
+    with open(os.path.join(OUT, "README.md"), "w", encoding="utf-8") as f:
+        f.write(
+            "# SYNTHETIC checkpoint — a demonstration, not a language model\n\n"
+            "Made by `scripts/gen_synthetic_glitch.py` to show how glitch tokens arise (source 5.3.2):\n"
+            "the tokenizer was trained on text with web spam, the model (a bigram model, hidden size\n"
+            f"{HIDDEN}) on text without it. The {len(planted)} rows listed in `planted.json` never\n"
+            "occurred in the model's training data, so their embeddings kept their random initial\n"
+            "values. `anatomy glitch --vocab data/synthetic-glitch/tokenizer.json --model\n"
+            f"data/synthetic-glitch --top-k {len(planted)}` finds exactly them.\n")
     print(f"vocab {n_ids} ids + {PADDED_ROWS - n_ids} padding rows; never seen in corpus B: "
           f"{len(planted)} rows ({len(planted) - (PADDED_ROWS - n_ids)} tokens), of which multi-char CJK {len(cjk)}: "
           f"{[decode(i) for i in cjk]}; loss {losses[0]:.3f} -> {losses[-1]:.3f}; "

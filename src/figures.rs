@@ -68,6 +68,26 @@ pub const FIGURES: &[Figure] = &[
         size: (860, 400),
         draw: param_shares,
     },
+    Figure {
+        name: "newton_schulz_map",
+        size: (800, 440),
+        draw: newton_schulz_map,
+    },
+    Figure {
+        name: "muon_demo",
+        size: (1000, 440),
+        draw: muon_demo,
+    },
+    Figure {
+        name: "muon_sweep",
+        size: (800, 440),
+        draw: muon_sweep,
+    },
+    Figure {
+        name: "qwen3_word_experts",
+        size: (1000, 420),
+        draw: qwen3_word_experts,
+    },
 ];
 
 fn register_fonts() {
@@ -389,7 +409,11 @@ fn param_shares(root: &Area) -> DrawResult {
             a3b.active_split,
             a3b.active,
         ),
-        ("Qwen3-32B (dense), all parameters", total(&dense), dense.total),
+        (
+            "Qwen3-32B (dense), all parameters",
+            total(&dense),
+            dense.total,
+        ),
     ];
     let parts: [(&str, RGBColor); 4] = [
         ("embeddings", RGBColor(230, 159, 0)),
@@ -405,7 +429,7 @@ fn param_shares(root: &Area) -> DrawResult {
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(10)
-        .build_cartesian_2d(0f64..100.0, 0f64..3.0)?;
+        .build_cartesian_2d(0f64..100.0, -1.2f64..3.0)?;
     chart
         .configure_mesh()
         .disable_y_mesh()
@@ -429,8 +453,19 @@ fn param_shares(root: &Area) -> DrawResult {
     }
     for (row, (name, s, of)) in bars.iter().enumerate() {
         let y = 2.0 - row as f64;
+        // Shares too thin to label inside their segment go into the title.
+        let small: Vec<String> = [("embeddings", s.embedding), ("attention", s.attention)]
+            .iter()
+            .filter(|(_, v)| 100.0 * *v as f64 / (*of as f64) < 4.0)
+            .map(|(n, v)| format!("{n} {:.1}%", 100.0 * *v as f64 / *of as f64))
+            .collect();
+        let title = if small.is_empty() {
+            name.to_string()
+        } else {
+            format!("{name}: {}", small.join(", "))
+        };
         chart.draw_series(std::iter::once(Text::new(
-            name.to_string(),
+            title,
             (0.5, y + 0.93),
             ("sans-serif", 15),
         )))?;
@@ -443,7 +478,7 @@ fn param_shares(root: &Area) -> DrawResult {
             if share >= 4.0 {
                 chart.draw_series(std::iter::once(Text::new(
                     format!("{share:.1}%"),
-                    (mid - 2.5, y + 0.47),
+                    ((mid - 2.5).max(0.3), y + 0.47),
                     ("sans-serif", 14).into_font().color(&WHITE),
                 )))?;
             }
@@ -486,7 +521,10 @@ fn moe_balance(root: &Area) -> DrawResult {
             let color = Palette99::pick(e).to_rgba();
             chart
                 .draw_series(LineSeries::new(
-                    run.load.iter().enumerate().map(|(s, l)| (s as f64, l[e] as f64)),
+                    run.load
+                        .iter()
+                        .enumerate()
+                        .map(|(s, l)| (s as f64, l[e] as f64)),
                     color.stroke_width(1),
                 ))?
                 .label(format!("expert {e}"))
@@ -537,7 +575,8 @@ fn tok_embedding_norms(root: &Area) -> DrawResult {
     let info = ckpt.info("model.embed_tokens.weight")?;
     let embed = ckpt.matrix("model.embed_tokens.weight", info.shape[0], info.shape[1])?;
     let norms = glitch::row_norms(&embed);
-    let never: std::collections::HashSet<u32> = glitch::synthetic_never_seen()?.into_iter().collect();
+    let never: std::collections::HashSet<u32> =
+        glitch::synthetic_never_seen()?.into_iter().collect();
     let hi = norms.iter().copied().fold(0.0f32, f32::max) as f64 * 1.05;
     let bins = 60;
     let split = |seen: bool| {
@@ -570,15 +609,33 @@ fn tok_embedding_norms(root: &Area) -> DrawResult {
         .draw()?;
     let w = hi / bins as f64;
     for (h, color, label) in [
-        (&trained, BLUE, format!("seen in training ({} rows)", norms.len() - never.len())),
-        (&untrained, RED, format!("never seen: kept the initial norm ({} rows)", never.len())),
+        (
+            &trained,
+            BLUE,
+            format!("seen in training ({} rows)", norms.len() - never.len()),
+        ),
+        (
+            &untrained,
+            RED,
+            format!("never seen: kept the initial norm ({} rows)", never.len()),
+        ),
     ] {
         chart
-            .draw_series(h.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, &c)| {
-                Rectangle::new([(i as f64 * w, 0.8), ((i as f64 + 1.0) * w, c as f64)], color.mix(0.7).filled())
-            }))?
+            .draw_series(
+                h.iter()
+                    .enumerate()
+                    .filter(|(_, c)| **c > 0)
+                    .map(|(i, &c)| {
+                        Rectangle::new(
+                            [(i as f64 * w, 0.8), ((i as f64 + 1.0) * w, c as f64)],
+                            color.mix(0.7).filled(),
+                        )
+                    }),
+            )?
             .label(label)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.mix(0.7).filled()));
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.mix(0.7).filled())
+            });
     }
     chart
         .configure_series_labels()
@@ -618,18 +675,30 @@ fn tok_vocab_lengths(root: &Area) -> DrawResult {
         .draw()?;
     for (h, color, label) in [
         (&bytes, BLUE, "bytes"),
-        (&chars, RED, "characters (decoded, U+FFFD for partial UTF-8)"),
+        (
+            &chars,
+            RED,
+            "characters (decoded, U+FFFD for partial UTF-8)",
+        ),
     ] {
         chart
             .draw_series(LineSeries::new(
-                h.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, &c)| (i as f64, c as f64)),
+                h.iter()
+                    .enumerate()
+                    .filter(|(_, c)| **c > 0)
+                    .map(|(i, &c)| (i as f64, c as f64)),
                 color.stroke_width(2),
             ))?
             .label(label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
     }
     chart
-        .draw_series(LineSeries::new([(20.5, 0.8), (20.5, top * 2.0)], BLACK.mix(0.5)))?
+        .draw_series(LineSeries::new(
+            [(20.5, 0.8), (20.5, top * 2.0)],
+            BLACK.mix(0.5),
+        ))?
         .label("the literal scan keeps > 20 characters")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.5)));
     chart
@@ -638,5 +707,220 @@ fn tok_vocab_lengths(root: &Area) -> DrawResult {
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()?;
+    Ok(())
+}
+
+// ------------------------------------------------------------------ chapter 7: optimisers
+
+/// What Newton–Schulz does to one singular value: the quintic p applied 1…5 times to
+/// x = σ/‖G‖_F, on a log axis from 10⁻³ to 1.
+fn newton_schulz_map(root: &Area) -> DrawResult {
+    use crate::optim::muon::{NS_COEFFICIENTS, ns_polynomial};
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            "Newton–Schulz on one singular value: p(x) = 3.4445x − 4.7750x³ + 2.0315x⁵, iterated",
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d((1e-3f64..1.0).log_scale(), 0f64..1.35)?;
+    chart
+        .configure_mesh()
+        .x_desc("normalised singular value x = σ / ‖G‖_F (log scale)")
+        .y_desc("after k steps")
+        .draw()?;
+    let xs: Vec<f64> = (0..=400).map(|i| 10f64.powf(-3.0 + 3.0 * i as f64 / 400.0)).collect();
+    let colors = [
+        RGBColor(200, 200, 240),
+        RGBColor(150, 150, 230),
+        RGBColor(100, 100, 220),
+        RGBColor(50, 50, 200),
+        RED,
+    ];
+    for (k, color) in (1..=5).zip(colors) {
+        let points = xs.iter().map(|&x| {
+            let mut y = x;
+            for _ in 0..k {
+                y = ns_polynomial(y, NS_COEFFICIENTS);
+            }
+            (x, y)
+        });
+        let width = if k == 5 { 3 } else { 2 };
+        chart
+            .draw_series(LineSeries::new(points, color.stroke_width(width)))?
+            .label(format!("{k} step{}", if k == 1 { "" } else { "s" }))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(width))
+            });
+    }
+    chart
+        .draw_series(LineSeries::new([(1e-3, 1.0), (1.0, 1.0)], BLACK.mix(0.5)))?
+        .label("exact polar factor UVᵀ (every σ → 1)")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.5)));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
+const OPT_COLORS: [RGBColor; 3] = [RGBColor(230, 120, 0), RGBColor(30, 100, 200), RGBColor(200, 30, 60)];
+
+/// Held-out loss against steps for SGD-momentum, Adam and Muon at their tuned learning
+/// rates: left the 1 000-step budget, right the 300-step one.
+fn muon_demo(root: &Area) -> DrawResult {
+    use crate::optim::demo;
+    root.fill(&WHITE)?;
+    let (long, short) = demo::book_runs();
+    let (left, right) = root.split_horizontally(root.dim_in_pixel().0 / 2);
+    for (area, run) in [(&left, long), (&right, short)] {
+        let steps = run.config.eval_steps();
+        let mut chart = ChartBuilder::on(area)
+            .caption(
+                format!(
+                    "{} steps: {} ends lowest",
+                    run.config.steps,
+                    run.winner().kind.name()
+                ),
+                ("sans-serif", 18),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0f64..run.config.steps as f64, (5e-3f64..5.0).log_scale())?;
+        chart
+            .configure_mesh()
+            .x_desc("step")
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_desc("held-out MSE (mean of 3 seeds)")
+            .draw()?;
+        for (s, color) in run.sweeps.iter().zip(OPT_COLORS) {
+            chart
+                .draw_series(LineSeries::new(
+                    steps
+                        .iter()
+                        .zip(&s.best_curve)
+                        .map(|(&t, &l)| (t as f64, l.max(5e-3))),
+                    color.stroke_width(2),
+                ))?
+                .label(format!("{}, lr {} → {:.4}", s.kind.name(), s.best_lr, s.best_final))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    Ok(())
+}
+
+/// Final held-out loss against learning rate for each optimizer (1 000 steps solid,
+/// 300 steps dashed): the tuned rate of each is the minimum of its curve.
+fn muon_sweep(root: &Area) -> DrawResult {
+    use crate::optim::demo;
+    root.fill(&WHITE)?;
+    let (long, short) = demo::book_runs();
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            "Learning-rate sweeps: final held-out MSE (solid 1 000 steps, dashed 300)",
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d((1e-3f64..10.0).log_scale(), (5e-3f64..5.0).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("learning rate (log scale)")
+        .y_desc("final held-out MSE")
+        .draw()?;
+    for (run, dashed) in [(long, false), (short, true)] {
+        for (s, color) in run.sweeps.iter().zip(OPT_COLORS) {
+            // Diverged runs (NaN) are left out of the line.
+            let points: Vec<(f64, f64)> = s
+                .lrs
+                .iter()
+                .zip(&s.final_losses)
+                .filter(|(_, l)| l.is_finite())
+                .map(|(&lr, &l)| (lr, l.clamp(5e-3, 5.0)))
+                .collect();
+            if dashed {
+                chart.draw_series(DashedLineSeries::new(points.clone(), 6, 4, color.stroke_width(2)))?;
+            } else {
+                chart
+                    .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
+                    .label(s.kind.name())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                    });
+            }
+            chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
+/// Chapter 9: which experts each word class goes to in the bundled tiny Qwen3-MoE (trained
+/// on a toy grammar), one heatmap per MoE layer; cells give the share of the class's
+/// expert slots in percent.
+fn qwen3_word_experts(root: &Area) -> DrawResult {
+    root.fill(&WHITE)?;
+    let (config, ckpt) = crate::qwen3::open(&crate::qwen3::bundled_dir())?;
+    let model = crate::qwen3::Model::new(config, &ckpt)?;
+    let tok = crate::tokenizer::Tokenizer::qwen()?;
+    let r = crate::qwen3::word_class_routing(&model, &tok)?;
+    let (title, body) = root.split_vertically(40);
+    title.titled(
+        "Bundled tiny Qwen3-MoE: share of each word class's expert slots (%), held-out toy-grammar text",
+        ("sans-serif", 18),
+    )?;
+    let panels = body.split_evenly((1, r.layers.len()));
+    let classes = r.classes.clone();
+    for (panel, (layer, shares)) in panels.iter().zip(&r.layers) {
+        let experts = shares.first().map_or(0, Vec::len);
+        let names = classes.clone();
+        let mut chart = ChartBuilder::on(panel)
+            .caption(format!("layer {layer} (colour: 0 → 50%)"), ("sans-serif", 16))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(100)
+            .build_cartesian_2d(0..experts, 0..classes.len())?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_desc("expert")
+            .y_desc("word class")
+            .x_labels(experts)
+            .y_labels(classes.len())
+            .x_label_formatter(&|e| format!("e{e}"))
+            .y_label_formatter(&|c| names.get(*c).cloned().unwrap_or_default())
+            .draw()?;
+        chart.draw_series(shares.iter().enumerate().flat_map(|(c, row)| {
+            row.iter().enumerate().map(move |(e, &x)| {
+                let color = ViridisRGB::get_color((x / 0.5).min(1.0) as f32);
+                Rectangle::new([(e, c), (e + 1, c + 1)], color.filled())
+            })
+        }))?;
+        chart.draw_series(shares.iter().enumerate().flat_map(|(c, row)| {
+            row.iter().enumerate().filter(|(_, x)| **x > 0.0).map(move |(e, &x)| {
+                let style = TextStyle::from(("sans-serif", 13)).color(if x > 0.3 { &BLACK } else { &WHITE });
+                Text::new(format!("{:.0}", 100.0 * x), (e, c + 1), style)
+            })
+        }))?;
+    }
     Ok(())
 }

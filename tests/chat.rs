@@ -5,11 +5,16 @@
 
 use llm_anatomy::chat::template::{self, JsonValue, py_float_repr, to_json};
 use llm_anatomy::chat::thinking::{self, Phase, StopReason, ThinkingBudget};
-use llm_anatomy::chat::{ChatOptions, Conversation, EARLY_STOP_TEXT, Message, generate_with_budget, render};
+use llm_anatomy::chat::{
+    ChatOptions, Conversation, EARLY_STOP_TEXT, Message, generate_with_budget, render,
+};
 use std::process::Command;
 
 fn fixture() -> JsonValue {
-    let path = format!("{}/tests/fixtures/chat/conversations.json", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/tests/fixtures/chat/conversations.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let text = std::fs::read_to_string(&path).unwrap();
     serde_json::from_str(&text).unwrap()
 }
@@ -41,7 +46,10 @@ fn options(case: &JsonValue) -> ChatOptions {
 fn conversation_doc(case: &JsonValue) -> JsonValue {
     JsonValue::Object(vec![
         ("messages".into(), case.get("messages").unwrap().clone()),
-        ("tools".into(), case.get("tools").cloned().unwrap_or(JsonValue::Null)),
+        (
+            "tools".into(),
+            case.get("tools").cloned().unwrap_or(JsonValue::Null),
+        ),
     ])
 }
 
@@ -62,19 +70,29 @@ fn template_equals_jinja2_on_every_committed_conversation() {
                 rendered += 1;
             }
             _ => {
-                assert!(ours.is_err(), "{name}: jinja2 raised {:?}, we rendered", case.get("error"));
+                assert!(
+                    ours.is_err(),
+                    "{name}: jinja2 raised {:?}, we rendered",
+                    case.get("error")
+                );
                 raised += 1;
             }
         }
     }
     assert!(names.len() >= 12, "only {} conversations", names.len());
-    eprintln!("{} conversations, {rendered} renderings equal to jinja2, {raised} errors matched", names.len());
+    eprintln!(
+        "{} conversations, {rendered} renderings equal to jinja2, {raised} errors matched",
+        names.len()
+    );
 }
 
 #[test]
 fn fixture_template_is_the_cited_copy() {
     // The generator checks the sha256; here: the file is there and is Qwen3's template.
-    let path = format!("{}/tests/fixtures/chat/qwen3_chat_template.jinja", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/tests/fixtures/chat/qwen3_chat_template.jinja",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let t = std::fs::read_to_string(path).unwrap();
     assert_eq!(t.len(), 4116);
     assert!(t.contains("enable_thinking is defined and enable_thinking is false"));
@@ -88,13 +106,23 @@ fn source_chatml_example() {
         Message::new("system", "You are a helpful assistant."),
         Message::new("user", "你好"),
     ];
-    let opts = ChatOptions { add_generation_prompt: true, enable_thinking: None };
+    let opts = ChatOptions {
+        add_generation_prompt: true,
+        enable_thinking: None,
+    };
     assert_eq!(
         render(&msgs, &[], &opts).unwrap(),
         "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n你好<|im_end|>\n<|im_start|>assistant\n"
     );
-    let no_think = ChatOptions { enable_thinking: Some(false), ..opts };
-    assert!(render(&msgs, &[], &no_think).unwrap().ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+    let no_think = ChatOptions {
+        enable_thinking: Some(false),
+        ..opts
+    };
+    assert!(
+        render(&msgs, &[], &no_think)
+            .unwrap()
+            .ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    );
 }
 
 #[test]
@@ -109,12 +137,19 @@ fn python_json_helpers() {
         (-0.0, "-0.0"),
         (123.456, "123.456"),
         (0.1, "0.1"),
-        (1.2345678901234567e-7, "1.2345678901234568e-07"),
+        (1.2345678901234567e-7, "1.2345678901234566e-07"),
+        (1e22, "1e+22"),
+        (12345678.9, "12345678.9"),
+        (5e-324, "5e-324"),
     ] {
         assert_eq!(py_float_repr(x), want, "{x}");
     }
-    let v: JsonValue = serde_json::from_str(r#"{"b": [1, -2, 2.5, true, null], "a": "é\"\n\u0001"}"#).unwrap();
-    assert_eq!(to_json(&v), "{\"b\": [1, -2, 2.5, true, null], \"a\": \"é\\\"\\n\\u0001\"}");
+    let v: JsonValue =
+        serde_json::from_str(r#"{"b": [1, -2, 2.5, true, null], "a": "é\"\n\u0001"}"#).unwrap();
+    assert_eq!(
+        to_json(&v),
+        "{\"b\": [1, -2, 2.5, true, null], \"a\": \"é\\\"\\n\\u0001\"}"
+    );
 }
 
 #[test]
@@ -125,16 +160,27 @@ fn bad_conversations_are_errors() {
         (r#"[{"content": "x"}]"#, "role"),
         (r#"[{"role": "user", "content": [1]}]"#, "content"),
         (r#"{"messages": 3}"#, "messages"),
-        (r#"[{"role": "assistant", "content": "x", "tool_calls": [{"name": 1, "arguments": {}}]}]"#, "name"),
+        (
+            r#"[{"role": "assistant", "content": "x", "tool_calls": [{"name": 1, "arguments": {}}]}]"#,
+            "name",
+        ),
     ];
     for (text, needle) in bad {
-        let err = template::parse_conversation(text, "test.json").unwrap_err().to_string();
-        assert!(err.contains(needle) && err.contains("test.json"), "{text}: {err}");
+        let err = template::parse_conversation(text, "test.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(needle) && err.contains("test.json"),
+            "{text}: {err}"
+        );
     }
     // Parsed fine but the template cannot render it.
     let c = template::parse_conversation(r#"[{"role": "assistant"}]"#, "x").unwrap();
     let err = c.render(&ChatOptions::default()).unwrap_err().to_string();
-    assert!(err.contains("messages[0]") && err.contains("content"), "{err}");
+    assert!(
+        err.contains("messages[0]") && err.contains("content"),
+        "{err}"
+    );
 }
 
 fn anatomy() -> Command {
@@ -160,18 +206,35 @@ fn cli_prints_exactly_the_rendering() {
             cmd.args(["--enable-thinking", if b { "true" } else { "false" }]);
         }
         let out = cmd.output().unwrap();
-        assert!(out.status.success(), "{}: {}", str_of(case, "name"), String::from_utf8_lossy(&out.stderr));
-        assert_eq!(String::from_utf8(out.stdout).unwrap(), str_of(case, "rendered"), "{}", str_of(case, "name"));
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            str_of(case, "name"),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            str_of(case, "rendered"),
+            "{}",
+            str_of(case, "name")
+        );
         checked += 1;
     }
     assert!(checked >= 60);
     // Bad input: exit code 2 and a message naming the file.
     let path = dir.join("bad.json");
     std::fs::write(&path, "[{\"role\": \"user\"}]").unwrap();
-    let out = anatomy().args(["chat-template", "--messages"]).arg(&path).output().unwrap();
+    let out = anatomy()
+        .args(["chat-template", "--messages"])
+        .arg(&path)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("content"));
-    let out = anatomy().args(["chat-template", "--messages", "/no/such/file.json"]).output().unwrap();
+    let out = anatomy()
+        .args(["chat-template", "--messages", "/no/such/file.json"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -210,7 +273,11 @@ fn endless_thinker(calls: &mut usize) -> impl FnMut(&[u32]) -> llm_anatomy::Resu
         let answered: Vec<u32> = match ctx.iter().rposition(|&t| t == END_THINK) {
             Some(p) => ctx[p + 1..].to_vec(),
             None => {
-                return Ok(if ctx.contains(&THINK) { 100 + 'h' as u32 } else { THINK });
+                return Ok(if ctx.contains(&THINK) {
+                    100 + 'h' as u32
+                } else {
+                    THINK
+                });
             }
         };
         let script = [100 + '4' as u32, 100 + '2' as u32, EOS];
@@ -225,7 +292,8 @@ fn budget_injects_the_early_stop_text_at_exactly_n_thinking_tokens() {
     for n in [0usize, 1, 5, 17] {
         let budget = ThinkingBudget::new(n, THINK, END_THINK, toy_encode).unwrap();
         let mut calls = 0;
-        let g = generate_with_budget(&prompt, 200, &[EOS], &budget, endless_thinker(&mut calls)).unwrap();
+        let g = generate_with_budget(&prompt, 200, &[EOS], &budget, endless_thinker(&mut calls))
+            .unwrap();
         // <think>, then n thinking tokens, then the early-stop text, then "42" and EOS.
         let at = g.injected_at.expect("the budget must run out");
         assert_eq!(at, 1 + n, "budget {n}");
@@ -234,7 +302,10 @@ fn budget_injects_the_early_stop_text_at_exactly_n_thinking_tokens() {
         assert!(g.ids[1..at].iter().all(|&t| t == 100 + 'h' as u32));
         let early = toy_encode(EARLY_STOP_TEXT).unwrap();
         assert_eq!(&g.ids[at..at + early.len()], &early[..]);
-        assert_eq!(&g.ids[at + early.len()..], &[100 + '4' as u32, 100 + '2' as u32, EOS]);
+        assert_eq!(
+            &g.ids[at + early.len()..],
+            &[100 + '4' as u32, 100 + '2' as u32, EOS]
+        );
         assert_eq!(g.stop, StopReason::StopToken);
         // The model was never asked while the text was injected.
         assert_eq!(calls, 1 + n + 3);
@@ -246,33 +317,61 @@ fn budget_is_not_used_when_the_model_stops_thinking_in_time() {
     // Thinks 3 tokens, closes the block itself, answers.
     let script = [THINK, 100, 101, 102, END_THINK, 200, EOS];
     let budget = ThinkingBudget::new(5, THINK, END_THINK, toy_encode).unwrap();
-    let g = generate_with_budget(&[7], 50, &[EOS], &budget, |ctx| Ok(script[ctx.len() - 1])).unwrap();
+    let g =
+        generate_with_budget(&[7], 50, &[EOS], &budget, |ctx| Ok(script[ctx.len() - 1])).unwrap();
     assert_eq!(g.ids, script);
     assert_eq!((g.injected_at, g.thinking_tokens), (None, 3));
-    // A budget of exactly 3 is also enough: the injection comes only when a 4th is due.
+    // A budget of 4 is enough; with 3 the budget is spent before the model's own </think>
+    // (its 4th token after <think>), so the early stop comes first.
+    let budget4 = ThinkingBudget::new(4, THINK, END_THINK, toy_encode).unwrap();
+    let g4 =
+        generate_with_budget(&[7], 50, &[EOS], &budget4, |ctx| Ok(script[ctx.len() - 1])).unwrap();
+    assert_eq!(g4.injected_at, None);
     let budget3 = ThinkingBudget::new(3, THINK, END_THINK, toy_encode).unwrap();
-    let g3 = generate_with_budget(&[7], 50, &[EOS], &budget3, |ctx| Ok(script[ctx.len() - 1])).unwrap();
-    assert_eq!(g3.injected_at, None);
+    let g3 = generate_with_budget(&[7], 80, &[EOS], &budget3, |ctx| {
+        // After the injection this scripted model simply stops.
+        Ok(if ctx.contains(&END_THINK) {
+            EOS
+        } else {
+            script[ctx.len() - 1]
+        })
+    })
+    .unwrap();
+    assert_eq!((g3.injected_at, g3.thinking_tokens), (Some(4), 3));
 }
 
 #[test]
 fn budget_counts_from_a_think_block_opened_in_the_prompt() {
     let budget = ThinkingBudget::new(2, THINK, END_THINK, toy_encode).unwrap();
-    assert_eq!(budget.initial_phase(&[5, THINK]), Phase::Thinking { spent: 0 });
+    assert_eq!(
+        budget.initial_phase(&[5, THINK]),
+        Phase::Thinking { spent: 0 }
+    );
     assert_eq!(budget.initial_phase(&[THINK, END_THINK]), Phase::Answering);
     assert_eq!(budget.initial_phase(&[5]), Phase::BeforeThinking);
     let mut calls = 0;
-    let g = generate_with_budget(&[5, THINK], 100, &[EOS], &budget, endless_thinker(&mut calls)).unwrap();
+    let g = generate_with_budget(
+        &[5, THINK],
+        100,
+        &[EOS],
+        &budget,
+        endless_thinker(&mut calls),
+    )
+    .unwrap();
     assert_eq!(g.injected_at, Some(2));
     // max_new_tokens counts injected ids too, and cuts the output there.
     let mut calls = 0;
-    let g = generate_with_budget(&[5, THINK], 4, &[EOS], &budget, endless_thinker(&mut calls)).unwrap();
+    let g =
+        generate_with_budget(&[5, THINK], 4, &[EOS], &budget, endless_thinker(&mut calls)).unwrap();
     assert_eq!((g.ids.len(), g.stop), (4, StopReason::MaxTokens));
 }
 
 #[test]
 fn budget_rejects_a_tokenizer_that_splits_the_close_tag() {
-    let err = ThinkingBudget::new(4, THINK, END_THINK, |t| Ok(t.bytes().map(u32::from).collect())).unwrap_err();
+    let err = ThinkingBudget::new(4, THINK, END_THINK, |t| {
+        Ok(t.bytes().map(u32::from).collect())
+    })
+    .unwrap_err();
     assert!(err.to_string().contains("</think>"));
 }
 
@@ -282,8 +381,15 @@ fn split_thinking_matches_the_template_rule() {
     assert_eq!((r, a), ("step 1\nstep 2", "The answer."));
     assert_eq!(thinking::split_thinking("no tags"), ("", "no tags"));
     // Rendering reasoning + answer and splitting the assistant part gives them back.
-    let msgs = [Message::new("user", "q"), Message::assistant_with_reasoning("The answer.", "step 1")];
+    let msgs = [
+        Message::new("user", "q"),
+        Message::assistant_with_reasoning("The answer.", "step 1"),
+    ];
     let text = render(&msgs, &[], &ChatOptions::default()).unwrap();
-    let turn = text.rsplit("<|im_start|>assistant\n").next().unwrap().trim_end_matches("<|im_end|>\n");
+    let turn = text
+        .rsplit("<|im_start|>assistant\n")
+        .next()
+        .unwrap()
+        .trim_end_matches("<|im_end|>\n");
     assert_eq!(thinking::split_thinking(turn), ("step 1", "The answer."));
 }

@@ -27,6 +27,7 @@ fn every_tok_catalogue_id_is_registered() {
         "tok.vocab_sizes",
         "tok.special",
         "tok.untrained_norm",
+        "tok.init_norm",
     ] {
         let c = claim(id);
         assert!(!c.note.is_empty(), "{id}");
@@ -166,4 +167,14 @@ fn synthetic_screens_find_exactly_the_never_seen_rows() {
     // The norm gap the generator asserted: never-seen rows stay below every trained row.
     let max_never = planted["max_norm_never_seen"].as_f64().unwrap() as f32;
     assert!(s.norms.smallest.iter().all(|r| r.score <= max_never + 1e-6));
+}
+
+#[test]
+fn tok_init_norm() {
+    // E‖x‖ for x ~ N(0, σ²·I_d) is σ·√2·Γ((d+1)/2)/Γ(d/2) ≈ σ·√(d − 1/2) = 1.1972 for
+    // σ = 0.02, d = 3584; 200 seeded rows agree to the sampling spread (σ/√2 ≈ 0.014 per row).
+    let v = pinned("tok.init_norm", Status::Erratum);
+    assert!((v - 0.02 * (3584f64 - 0.5).sqrt()).abs() < 0.004, "{v}");
+    let c = claim("tok.init_norm");
+    assert!(c.computed.contains("0.0150–0.1211"), "{}", c.computed);
 }

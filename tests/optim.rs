@@ -79,8 +79,13 @@ fn newton_schulz_close_to_torch_bf16() {
             // Singular values spread over 1 … 1e-3: bf16 cannot resolve the small ones, so
             // here the gap to torch's bf16 output is torch's own f32-vs-bf16 gap.
             let torch_gap = max_abs(&floats(&case["f32"]), &floats(&case["bf16"]));
-            assert!((err - torch_gap).abs() < 1e-4, "{err:e} vs torch's own {torch_gap:e}");
-            eprintln!("ill-conditioned 24×40: |ours − bf16| = {err:e}, |torch f32 − torch bf16| = {torch_gap:e}");
+            assert!(
+                (err - torch_gap).abs() < 1e-4,
+                "{err:e} vs torch's own {torch_gap:e}"
+            );
+            eprintln!(
+                "ill-conditioned 24×40: |ours − bf16| = {err:e}, |torch f32 − torch bf16| = {torch_gap:e}"
+            );
             continue;
         }
         assert!(err < 5e-2, "{}: max |Δ| = {err:e}", case["name"]);
@@ -103,12 +108,20 @@ fn jacobi_svd_matches_torch_svd() {
         let d = svd::svd(&g);
         let want = floats64(&case["sigma_before"]);
         for (s, w) in d.s.iter().zip(&want) {
-            assert!((s - w).abs() <= 1e-9 * want[0], "{}: σ {s} vs {w}", case["name"]);
+            assert!(
+                (s - w).abs() <= 1e-9 * want[0],
+                "{}: σ {s} vs {w}",
+                case["name"]
+            );
         }
         // U diag(s) Vᵀ reconstructs the input, and U Vᵀ is torch's polar factor.
         let recon = d.u.dot(&Array2::from_diag(&ndarray::arr1(&d.s))).dot(&d.vt);
         let err = (&recon - &g).iter().fold(0.0f64, |m, v| m.max(v.abs()));
-        assert!(err < 1e-9 * want[0].max(1.0), "{}: reconstruction {err:e}", case["name"]);
+        assert!(
+            err < 1e-9 * want[0].max(1.0),
+            "{}: reconstruction {err:e}",
+            case["name"]
+        );
         let polar = d.u.dot(&d.vt);
         let want_polar = floats64(&case["polar"]);
         let err = polar
@@ -175,8 +188,14 @@ fn run_muon(case: &Value) -> Vec<Array2<f32>> {
 #[test]
 fn muon_defaults_are_torch_defaults() {
     let c = MuonConfig::default();
-    assert_eq!((c.lr, c.weight_decay, c.momentum, c.nesterov), (1e-3, 0.1, 0.95, true));
-    assert_eq!((c.ns_steps, c.eps, c.adjust_lr), (5, 1e-7, AdjustLr::Original));
+    assert_eq!(
+        (c.lr, c.weight_decay, c.momentum, c.nesterov),
+        (1e-3, 0.1, 0.95, true)
+    );
+    assert_eq!(
+        (c.ns_steps, c.eps, c.adjust_lr),
+        (5, 1e-7, AdjustLr::Original)
+    );
     assert_eq!(c.ns_coefficients, (3.4445, -4.7750, 2.0315));
     // The fixture's default-config cases record torch's own defaults.
     let fx = fixture("muon.json");
@@ -193,7 +212,11 @@ fn muon_steps_match_torch_f32() {
     let mut worst = 0.0f32;
     for case in fx["cases"].as_array().unwrap() {
         let ours = run_muon(case);
-        for (t, (p, want)) in ours.iter().zip(case["params_f32"].as_array().unwrap()).enumerate() {
+        for (t, (p, want)) in ours
+            .iter()
+            .zip(case["params_f32"].as_array().unwrap())
+            .enumerate()
+        {
             let err = max_abs(&flat(p), &floats(want));
             assert!(err < 1e-5, "{} step {t}: {err:e}", case["name"]);
             worst = worst.max(err);
@@ -214,10 +237,18 @@ fn muon_update_directions_match_torch_bf16() {
         let adj = muon::adjust_lr(cfg.lr, cfg.adjust_lr, shape.0, shape.1) as f32;
         let decay = (1.0 - cfg.lr * cfg.weight_decay) as f32;
         let recover = |prev: &[f32], next: &[f32]| -> Vec<f32> {
-            prev.iter().zip(next).map(|(p, n)| (p * decay - n) / adj).collect()
+            prev.iter()
+                .zip(next)
+                .map(|(p, n)| (p * decay - n) / adj)
+                .collect()
         };
         let ours = run_muon(case);
-        let torch: Vec<Vec<f32>> = case["params_bf16"].as_array().unwrap().iter().map(floats).collect();
+        let torch: Vec<Vec<f32>> = case["params_bf16"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(floats)
+            .collect();
         let (mut prev_o, mut prev_t) = (floats(&case["param0"]), floats(&case["param0"]));
         for (t, (p, q)) in ours.iter().zip(&torch).enumerate() {
             let (uo, ut) = (recover(&prev_o, &flat(p)), recover(&prev_t, q));
@@ -236,8 +267,13 @@ fn adjust_lr_rules() {
     // 40 × 10: √max(1, 4) = 2; 10 × 40 clamps to 1; Moonshot: 0.2·√40; unclamped: √(1/4).
     assert_eq!(muon::adjust_lr(0.02, AdjustLr::Original, 40, 10), 0.04);
     assert_eq!(muon::adjust_lr(0.02, AdjustLr::Original, 10, 40), 0.02);
-    assert!((muon::adjust_lr(1.0, AdjustLr::MatchRmsAdamw, 10, 40) - 0.2 * 40f64.sqrt()).abs() < 1e-15);
-    assert_eq!(muon::adjust_lr(1.0, AdjustLr::SpectralUnclamped, 10, 40), 0.5);
+    assert!(
+        (muon::adjust_lr(1.0, AdjustLr::MatchRmsAdamw, 10, 40) - 0.2 * 40f64.sqrt()).abs() < 1e-15
+    );
+    assert_eq!(
+        muon::adjust_lr(1.0, AdjustLr::SpectralUnclamped, 10, 40),
+        0.5
+    );
 }
 
 fn tensors(case: &Value, key: &str) -> Vec<ArrayD<f32>> {
@@ -247,7 +283,12 @@ fn tensors(case: &Value, key: &str) -> Vec<ArrayD<f32>> {
         .iter()
         .zip(case[key].as_array().unwrap())
         .map(|(s, d)| {
-            let shape: Vec<usize> = s.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as usize).collect();
+            let shape: Vec<usize> = s
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap() as usize)
+                .collect();
             ArrayD::from_shape_vec(IxDyn(&shape), floats(d)).unwrap()
         })
         .collect()
@@ -289,7 +330,10 @@ fn clip_grad_norm_edge_cases() {
     let mut g = vec![ArrayD::from_shape_vec(IxDyn(&[2]), vec![3.0f32, 4.0]).unwrap()];
     assert_eq!(clip_grad_norm(&mut g, 1.0, 2.0), 5.0);
     let v = g[0].as_slice().unwrap();
-    assert!((v[0] - 0.6).abs() < 1e-6 && (v[1] - 0.8).abs() < 1e-6, "{v:?}");
+    assert!(
+        (v[0] - 0.6).abs() < 1e-6 && (v[1] - 0.8).abs() < 1e-6,
+        "{v:?}"
+    );
     // A NaN gradient makes the norm NaN, and torch then multiplies everything by NaN.
     let mut g = vec![ArrayD::from_shape_vec(IxDyn(&[2]), vec![f32::NAN, 1.0]).unwrap()];
     assert!(clip_grad_norm(&mut g, 1.0, 2.0).is_nan());
@@ -304,7 +348,12 @@ fn sgd_and_adam_match_torch() {
         let mut params = [matrix(shape, &case["param0"])];
         let mut sgd = SgdMomentum::new(0.1, 0.9);
         let mut adam = Adam::new(0.01);
-        for (g, want) in case["grads"].as_array().unwrap().iter().zip(case["params"].as_array().unwrap()) {
+        for (g, want) in case["grads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(case["params"].as_array().unwrap())
+        {
             let grads = [matrix(shape, g)];
             match case["name"].as_str().unwrap() {
                 "sgd_momentum" => sgd.step(&mut params, &grads),
@@ -325,17 +374,25 @@ fn qk_clip_puts_the_largest_logit_on_tau() {
     let mut w_k = llm_anatomy::position::equivariance::random_tokens(heads * hd, hidden, 3);
     // Blow up head 1 and head 3 so they exceed τ; keep heads 0 and 2 small.
     for (h, f) in [(0usize, 0.2f32), (1, 3.0), (2, 0.2), (3, 5.0)] {
-        w_q.slice_mut(ndarray::s![h * hd..(h + 1) * hd, ..]).mapv_inplace(|v| v * f);
+        w_q.slice_mut(ndarray::s![h * hd..(h + 1) * hd, ..])
+            .mapv_inplace(|v| v * f);
     }
     let scale = 1.0 / (hd as f32).sqrt();
     let before = qk_clip::max_logits_per_head(&x, &w_q, &w_k, heads, scale, true).unwrap();
     let tau = 20.0;
-    assert!(before[1] > tau && before[3] > tau && before[0] < tau && before[2] < tau, "{before:?}");
+    assert!(
+        before[1] > tau && before[3] > tau && before[0] < tau && before[2] < tau,
+        "{before:?}"
+    );
     let report = qk_clip::qk_clip(&mut w_q, &mut w_k, &before, tau).unwrap();
     let after = qk_clip::max_logits_per_head(&x, &w_q, &w_k, heads, scale, true).unwrap();
     for h in 0..heads {
         if before[h] > tau {
-            assert!((after[h] - tau).abs() < 1e-5 * tau, "head {h}: {}", after[h]);
+            assert!(
+                (after[h] - tau).abs() < 1e-5 * tau,
+                "head {h}: {}",
+                after[h]
+            );
             assert!((report.gammas[h] - tau / before[h]).abs() < 1e-7);
         } else {
             assert_eq!(after[h], before[h], "head {h} must be untouched");
@@ -370,7 +427,11 @@ fn mlp_gradients_match_finite_differences() {
                 - demo::loss(&minus[0], &minus[1], &task.x_train, &task.y_train))
                 / (2.0 * h);
             let an = grad[idx];
-            assert!((fd - an).abs() < 2e-3 * an.abs().max(0.1), "W{} {idx:?}: fd {fd} vs {an}", which + 1);
+            assert!(
+                (fd - an).abs() < 2e-3 * an.abs().max(0.1),
+                "W{} {idx:?}: fd {fd} vs {an}",
+                which + 1
+            );
         }
     }
 }
@@ -400,7 +461,11 @@ fn demo_sweeps_are_not_at_the_edge() {
                 s.final_losses
             );
         }
-        eprintln!("winner at {} steps: {}", r.config.steps, r.winner().kind.name());
+        eprintln!(
+            "winner at {} steps: {}",
+            r.config.steps,
+            r.winner().kind.name()
+        );
         assert!(OptimizerKind::ALL.contains(&r.winner().kind));
     }
 }

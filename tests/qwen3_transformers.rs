@@ -356,3 +356,47 @@ fn sampling_is_seeded_and_reproducible() {
     // A nucleus smaller than any single token is greedy, whatever the seed.
     assert_eq!(&run(5, 1e-9)[..8], &exp.greedy[..]);
 }
+
+#[test]
+fn bundled_model_matches_transformers_and_routes_word_classes_as_it_does() {
+    // data/tiny-qwen3-moe (trained on a toy grammar by the generator): the same greedy
+    // tokens as transformers, the same top-k set at every position of the held-out text,
+    // hence the same word-class table as the generator's.
+    let dir = llm_anatomy::qwen3::bundled_dir();
+    let (cfg, ckpt) = llm_anatomy::qwen3::open(&dir).unwrap();
+    let model = Model::new(cfg, &ckpt).unwrap();
+    let check: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("transformers_check.json")).unwrap())
+            .unwrap();
+    let ids = |v: &Value| -> Vec<u32> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect()
+    };
+    let opts = GenerateOptions {
+        max_new_tokens: 8,
+        sampling: Sampling::Greedy,
+        stop: vec![],
+    };
+    let got = generate(&model, &ids(&check["prompt"]), &opts, |_| {}).unwrap();
+    assert_eq!(got, ids(&check["greedy"]));
+
+    let tok = llm_anatomy::tokenizer::Tokenizer::qwen().unwrap();
+    let r = llm_anatomy::qwen3::word_class_routing(&model, &tok).unwrap();
+    assert_eq!(r.agreement_with_transformers, 1.0);
+    let words: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("word_classes.json")).unwrap()).unwrap();
+    for (layer, shares) in &r.layers {
+        for (class, row) in r.classes.iter().zip(shares) {
+            let want = &words["class_table"][layer.to_string()][class];
+            for (x, w) in row.iter().zip(want.as_array().unwrap()) {
+                assert!(
+                    (x - w.as_f64().unwrap()).abs() < 1e-4,
+                    "layer {layer} {class}"
+                );
+            }
+        }
+    }
+}

@@ -489,3 +489,35 @@ fn cli_tokenize_equals_tiktoken_and_rejects_bad_input() {
         assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
     }
 }
+
+#[test]
+fn repetition_harness_builds_chatml_and_judges_answers() {
+    let t = qwen();
+    let ids = glitch::repetition_prompt_ids(t, 117_332).unwrap();
+    assert_eq!(ids[0], 151_644, "starts with <|im_start|>");
+    assert_eq!(
+        ids.iter().filter(|&&i| i == 117_332).count(),
+        1,
+        "the candidate id itself, once"
+    );
+    let text = t.decode(&ids).unwrap();
+    assert!(
+        text.starts_with("<|im_start|>user\n请重复以下内容"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("法战组合<|im_end|>\n<|im_start|>assistant\n"),
+        "{text}"
+    );
+    // A stand-in model that repeats the token, and one that talks about something else.
+    let echo = glitch::repetition_test(t, &[117_332, 14880], |prompt| {
+        let pos = prompt.iter().rposition(|&i| i == 151_645).unwrap();
+        Ok(vec![prompt[pos - 1], 151_645])
+    })
+    .unwrap();
+    assert!(echo.iter().all(|r| r.repeated), "{echo:?}");
+    let confused =
+        glitch::repetition_test(t, &[117_332], |_| t.encode("我不知道。<|im_end|>")).unwrap();
+    assert!(!confused[0].repeated);
+    assert_eq!(confused[0].answer, "我不知道。<|im_end|>");
+}

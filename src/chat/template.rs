@@ -186,9 +186,21 @@ fn render_assistant(
     if let Some(r) = &m.reasoning_content {
         reasoning = r;
     } else if raw.contains("</think>") {
-        content = raw.rsplit("</think>").next().unwrap_or("").trim_start_matches('\n');
-        let before = raw.split("</think>").next().unwrap_or("").trim_end_matches('\n');
-        reasoning = before.rsplit("<think>").next().unwrap_or("").trim_start_matches('\n');
+        content = raw
+            .rsplit("</think>")
+            .next()
+            .unwrap_or("")
+            .trim_start_matches('\n');
+        let before = raw
+            .split("</think>")
+            .next()
+            .unwrap_or("")
+            .trim_end_matches('\n');
+        reasoning = before
+            .rsplit("<think>")
+            .next()
+            .unwrap_or("")
+            .trim_start_matches('\n');
     }
     out.push_str("<|im_start|>assistant\n");
     if index > last_query_index && (is_last || !reasoning.is_empty()) {
@@ -253,7 +265,11 @@ impl Conversation {
                 let messages = match doc.get("messages") {
                     Some(JsonValue::Array(items)) => items.as_slice(),
                     _ => {
-                        return Err(Error::field(what, "messages", "must be an array of messages"));
+                        return Err(Error::field(
+                            what,
+                            "messages",
+                            "must be an array of messages",
+                        ));
                     }
                 };
                 let tools = match doc.get("tools") {
@@ -296,7 +312,9 @@ pub fn load_conversation(path: &std::path::Path) -> Result<Conversation> {
 
 fn parse_message(v: &JsonValue, what: &str) -> Result<Message> {
     if !matches!(v, JsonValue::Object(_)) {
-        return Err(Error::Invalid(format!("{what}: a message must be an object")));
+        return Err(Error::Invalid(format!(
+            "{what}: a message must be an object"
+        )));
     }
     let role = match v.get("role") {
         Some(JsonValue::Str(s)) => s.clone(),
@@ -367,7 +385,9 @@ impl JsonValue {
     /// The value of `key` in an object (the last one, as Python's dict keeps).
     pub fn get(&self, key: &str) -> Option<&JsonValue> {
         match self {
-            JsonValue::Object(entries) => entries.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v),
+            JsonValue::Object(entries) => {
+                entries.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v)
+            }
             _ => None,
         }
     }

@@ -170,7 +170,10 @@ pub fn split_thinking(text: &str) -> (&str, &str) {
                 .rsplit_once("<think>")
                 .map_or(before, |(_, r)| r)
                 .trim_matches('\n');
-            (reasoning, text[end + "</think>".len()..].trim_start_matches('\n'))
+            (
+                reasoning,
+                text[end + "</think>".len()..].trim_start_matches('\n'),
+            )
         }
         None => ("", text),
     }

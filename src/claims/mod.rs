@@ -162,6 +162,7 @@ pub(crate) fn outcome(value: f64, computed: String, ok: bool, note: impl Into<St
     }
 }
 
+mod chat;
 mod long_context;
 mod moe;
 mod optim;
@@ -177,6 +178,7 @@ pub const ENTRIES: &[&[Entry]] = &[
     moe::ENTRIES,
     qwen3::ENTRIES,
     optim::ENTRIES,
+    chat::ENTRIES,
 ];
 
 /// Seeded N(0, 1) vector of length `n` (inputs of the numeric checks).

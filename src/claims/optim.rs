@@ -14,7 +14,9 @@ fn opt_clip() -> Outcome {
         .enumerate()
         .map(|(i, s)| {
             let n: usize = s.iter().product();
-            let v = random_tokens(1, n, 40 + i as u64).into_raw_vec_and_offset().0;
+            let v = random_tokens(1, n, 40 + i as u64)
+                .into_raw_vec_and_offset()
+                .0;
             ArrayD::from_shape_vec(IxDyn(s), v).expect("sizes match")
         })
         .collect();
@@ -49,7 +51,10 @@ fn opt_clip() -> Outcome {
 fn opt_muon_orthogonal() -> Outcome {
     let g = random_tokens(32, 64, 7);
     let r = optim::orthogonality_report(&g, optim::muon::NS_STEPS);
-    let (b_max, b_min) = (r.sigma_before[0], *r.sigma_before.last().expect("32 values"));
+    let (b_max, b_min) = (
+        r.sigma_before[0],
+        *r.sigma_before.last().expect("32 values"),
+    );
     let (a_max, a_min) = (r.sigma_after[0], *r.sigma_after.last().expect("32 values"));
     let spread = r
         .sigma_after

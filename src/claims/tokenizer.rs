@@ -196,6 +196,34 @@ fn tok_untrained_norm() -> Outcome {
     }
 }
 
+fn tok_init_norm() -> Outcome {
+    // Rows drawn as Qwen2.5-7B's config says embeddings are initialised: N(0, 0.02²) in
+    // 3,584 dimensions (initializer_range 0.02, hidden_size 3584).
+    let (sigma, d, n) = (0.02f32, 3584usize, 200u64);
+    let norms: Vec<f32> = (0..n)
+        .map(|seed| {
+            let x = super::seeded_vec(d, 1000 + seed);
+            sigma * crate::kernels::dot(&x, &x).sqrt()
+        })
+        .collect();
+    let mean = norms.iter().sum::<f32>() / n as f32;
+    let min = norms.iter().copied().fold(f32::INFINITY, f32::min);
+    let largest_glitch = glitch::GLITCH_TABLE
+        .iter()
+        .map(|r| r.2)
+        .fold(0.0f32, f32::max);
+    outcome(
+        mean as f64,
+        format!(
+            "a row left at N(0, 0.02²) in 3,584 dims has norm {mean:.3} (smallest of {n} seeded rows {min:.3}); the table's glitch norms are 0.0150–{largest_glitch:.4}, {:.0}–{:.0}× smaller",
+            mean / largest_glitch,
+            mean / 0.0150
+        ),
+        min < largest_glitch,
+        "The glitch rows cannot be at their random initialisation: a freshly initialised row (initializer_range 0.02) has norm ≈ 1.2. Rows that get no gradient end up this small because something shrinks them — with decoupled weight decay (AdamW) every step multiplies such a row by (1 − lr·λ). Staying at the initialisation holds only without weight decay, as in the synthetic checkpoint.",
+    )
+}
+
 pub const ENTRIES: &[Entry] = &[
     Entry {
         id: "tok.glitch_ids",
@@ -245,5 +273,12 @@ pub const ENTRIES: &[Entry] = &[
         statement: "a token rarely or never seen in the model's training data keeps an embedding near its random initialisation, with a small norm",
         stated: "mechanism",
         compute: tok_untrained_norm,
+    },
+    Entry {
+        id: "tok.init_norm",
+        section: "S0 5.3.2",
+        statement: "the glitch token's embedding stays in its random initial state, with an extremely small norm",
+        stated: "norm at initialisation ≈ 0.015–0.12",
+        compute: tok_init_norm,
     },
 ];

@@ -35,7 +35,11 @@ impl SgdMomentum {
     }
 
     pub fn step(&mut self, params: &mut [Array2<f32>], grads: &[Array2<f32>]) {
-        assert_eq!(params.len(), grads.len(), "SgdMomentum::step: params vs grads");
+        assert_eq!(
+            params.len(),
+            grads.len(),
+            "SgdMomentum::step: params vs grads"
+        );
         if self.buffers.len() < params.len() {
             self.buffers.resize(params.len(), None);
         }
@@ -76,9 +80,21 @@ impl Adam {
         let t = i32::try_from(self.step).unwrap_or(i32::MAX);
         let step_size = (self.lr / (1.0 - b1.powi(t))) as f32;
         let bc2_sqrt = (1.0 - b2.powi(t)).sqrt() as f32;
-        let (w1, b2f, one_minus_b2, eps) = ((1.0 - b1) as f32, b2 as f32, (1.0 - b2) as f32, self.eps as f32);
-        for (((p, g), m), v) in params.iter_mut().zip(grads).zip(&mut self.m).zip(&mut self.v) {
-            Zip::from(&mut *m).and(g).for_each(|m, &g| *m = lerp(*m, g, w1));
+        let (w1, b2f, one_minus_b2, eps) = (
+            (1.0 - b1) as f32,
+            b2 as f32,
+            (1.0 - b2) as f32,
+            self.eps as f32,
+        );
+        for (((p, g), m), v) in params
+            .iter_mut()
+            .zip(grads)
+            .zip(&mut self.m)
+            .zip(&mut self.v)
+        {
+            Zip::from(&mut *m)
+                .and(g)
+                .for_each(|m, &g| *m = lerp(*m, g, w1));
             Zip::from(&mut *v)
                 .and(g)
                 .for_each(|v, &g| *v = *v * b2f + one_minus_b2 * g * g);

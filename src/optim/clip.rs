@@ -40,7 +40,10 @@ pub fn vector_norm(values: impl Iterator<Item = f32>, ord: f32) -> f32 {
     let r = if ord == f32::INFINITY {
         abs.fold(0.0f64, |m, v| if v.is_nan() || v > m { v } else { m })
     } else if ord == f32::NEG_INFINITY {
-        abs.fold(f64::INFINITY, |m, v| if v.is_nan() || v < m { v } else { m })
+        abs.fold(
+            f64::INFINITY,
+            |m, v| if v.is_nan() || v < m { v } else { m },
+        )
     } else if ord == 0.0 {
         abs.filter(|&v| v != 0.0).count() as f64
     } else if ord == 1.0 {

@@ -128,7 +128,10 @@ impl DemoResult {
 
     /// The sweep of one optimizer.
     pub fn sweep(&self, kind: OptimizerKind) -> &SweepResult {
-        self.sweeps.iter().find(|s| s.kind == kind).expect("every kind is swept")
+        self.sweeps
+            .iter()
+            .find(|s| s.kind == kind)
+            .expect("every kind is swept")
     }
 }
 
@@ -190,13 +193,7 @@ pub fn task(cfg: &DemoConfig, seed: u64) -> Task {
 
 /// Trains one student with one optimizer at one learning rate; returns the held-out
 /// loss at [`DemoConfig::eval_steps`] (NaN once the run has diverged).
-pub fn train(
-    cfg: &DemoConfig,
-    task: &Task,
-    kind: OptimizerKind,
-    lr: f64,
-    seed: u64,
-) -> Vec<f64> {
+pub fn train(cfg: &DemoConfig, task: &Task, kind: OptimizerKind, lr: f64, seed: u64) -> Vec<f64> {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
     let (w1, w2) = init(cfg, &mut rng, 1.0);
     let mut params = [w1, w2];
