@@ -52,6 +52,20 @@ VARIANTS = {
                         "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 160,
                         "num_local_experts": 4, "num_experts_per_tok": 2, "vocab_size": 3000,
                         "tie_word_embeddings": True},
+    # OLMoE with a head_dim that is not hidden/heads: q_norm/k_norm still follow hidden_size.
+    "olmoe-headdim": {"architectures": ["OlmoeForCausalLM"], "model_type": "olmoe", "vocab_size": 3000,
+                      "hidden_size": 512, "intermediate_size": 256, "num_hidden_layers": 3,
+                      "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 96, "num_experts": 16,
+                      "num_experts_per_tok": 4, "attention_bias": True},
+    # DeepSeek-V2-Lite's shape (no query LoRA, 64 routed + 2 shared experts, first layer dense).
+    "deepseek-v2-lite": {"architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2",
+                         "vocab_size": 102400, "hidden_size": 2048, "intermediate_size": 10944,
+                         "moe_intermediate_size": 1408, "num_hidden_layers": 27, "num_attention_heads": 16,
+                         "num_key_value_heads": 16, "q_lora_rank": None, "kv_lora_rank": 512,
+                         "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+                         "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6,
+                         "first_k_dense_replace": 1, "moe_layer_freq": 1, "topk_method": "greedy",
+                         "tie_word_embeddings": False},
     # Dense families sharing the code path: Qwen2 (q/k/v biases), Llama (all biases), Mistral.
     "qwen2-small": {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 896,
                     "intermediate_size": 4864, "num_hidden_layers": 3, "num_attention_heads": 14,

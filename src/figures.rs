@@ -898,7 +898,11 @@ fn qwen3_word_experts(root: &Area) -> DrawResult {
             .margin(10)
             .x_label_area_size(40)
             .y_label_area_size(100)
-            .build_cartesian_2d(0..experts, 0..classes.len())?;
+            // A segmented range a..b has b − a + 1 cells.
+            .build_cartesian_2d(
+                (0..experts - 1).into_segmented(),
+                (0..classes.len() - 1).into_segmented(),
+            )?;
         chart
             .configure_mesh()
             .disable_mesh()
@@ -906,19 +910,35 @@ fn qwen3_word_experts(root: &Area) -> DrawResult {
             .y_desc("word class")
             .x_labels(experts)
             .y_labels(classes.len())
-            .x_label_formatter(&|e| format!("e{e}"))
-            .y_label_formatter(&|c| names.get(*c).cloned().unwrap_or_default())
+            .x_label_formatter(&|e| match e {
+                SegmentValue::CenterOf(e) => format!("e{e}"),
+                _ => String::new(),
+            })
+            .y_label_formatter(&|c| match c {
+                SegmentValue::CenterOf(c) => names.get(*c).cloned().unwrap_or_default(),
+                _ => String::new(),
+            })
             .draw()?;
         chart.draw_series(shares.iter().enumerate().flat_map(|(c, row)| {
             row.iter().enumerate().map(move |(e, &x)| {
                 let color = ViridisRGB::get_color((x / 0.5).min(1.0) as f32);
-                Rectangle::new([(e, c), (e + 1, c + 1)], color.filled())
+                Rectangle::new(
+                    [
+                        (SegmentValue::Exact(e), SegmentValue::Exact(c)),
+                        (SegmentValue::Exact(e + 1), SegmentValue::Exact(c + 1)),
+                    ],
+                    color.filled(),
+                )
             })
         }))?;
         chart.draw_series(shares.iter().enumerate().flat_map(|(c, row)| {
             row.iter().enumerate().filter(|(_, x)| **x > 0.0).map(move |(e, &x)| {
                 let style = TextStyle::from(("sans-serif", 13)).color(if x > 0.3 { &BLACK } else { &WHITE });
-                Text::new(format!("{:.0}", 100.0 * x), (e, c + 1), style)
+                Text::new(
+                    format!("{:.0}", 100.0 * x),
+                    (SegmentValue::CenterOf(e), SegmentValue::CenterOf(c)),
+                    style,
+                )
             })
         }))?;
     }

@@ -2,7 +2,8 @@
 //! KV cache and FLOPs (source S0 5.4.2, 5.5.1–5.5.3; S1 §3 and its exercise 4).
 //!
 //! [`ModelConfig::from_json`] reads any config of the families Qwen3, Qwen3-MoE, Mixtral,
-//! OLMoE and DeepSeek-V3 (plus the dense Qwen2, Llama and Mistral it shares code with);
+//! OLMoE and DeepSeek-V3 (plus DeepSeek-V2 and the dense Qwen2, Llama and Mistral, which
+//! share its code paths);
 //! [`count`] walks the layers and counts every tensor the checkpoint holds — projections,
 //! biases, q_norm/k_norm, every RMSNorm weight, routers, DeepSeek's router bias
 //! `e_score_correction_bias`, experts, shared experts — split into embedding / attention /
@@ -37,6 +38,7 @@ pub enum Family {
     Mistral,
     Mixtral,
     Olmoe,
+    DeepseekV2,
     DeepseekV3,
 }
 
@@ -49,6 +51,7 @@ impl Family {
         ("mistral", Family::Mistral),
         ("mixtral", Family::Mixtral),
         ("olmoe", Family::Olmoe),
+        ("deepseek_v2", Family::DeepseekV2),
         ("deepseek_v3", Family::DeepseekV3),
     ];
 }
@@ -60,7 +63,8 @@ pub enum QkNorm {
     None,
     /// Qwen3: one RMSNorm weight of `head_dim` for q and one for k, shared by all heads.
     PerHead,
-    /// OLMoE: RMSNorm over the whole projected q (`heads·head_dim`) and k (`kv_heads·head_dim`).
+    /// OLMoE: RMSNorm over the whole projected q (`hidden_size` weights) and k
+    /// (`hidden_size / heads · kv_heads`).
     Full,
 }
 
@@ -295,6 +299,7 @@ impl ModelConfig {
         }
         // Qwen3's config class defaults head_dim to 128; the others to hidden / heads.
         let head_dim = match (r.u64_opt("head_dim")?, family) {
+            (Some(0), _) => return Err(Error::field(what, "head_dim", "must be positive")),
             (Some(d), _) => d,
             (None, Family::Qwen3) => 128,
             (None, _) => {
@@ -312,7 +317,6 @@ impl ModelConfig {
         let (qkv_bias, o_bias) = match family {
             Family::Qwen2 => (true, false),
             Family::Mistral | Family::Mixtral => (false, false),
-            Family::DeepseekV3 => (attention_bias, attention_bias),
             _ => (attention_bias, attention_bias),
         };
         let qk_norm = match family {
@@ -320,7 +324,8 @@ impl ModelConfig {
             Family::Olmoe => QkNorm::Full,
             _ => QkNorm::None,
         };
-        let mla = if family == Family::DeepseekV3 {
+        let deepseek = matches!(family, Family::DeepseekV2 | Family::DeepseekV3);
+        let mla = if deepseek {
             Some(Mla {
                 q_lora_rank: r.u64_opt("q_lora_rank")?,
                 kv_lora_rank: r.positive("kv_lora_rank")?,
@@ -334,7 +339,7 @@ impl ModelConfig {
         let experts_field = match family {
             Family::Mixtral => Some("num_local_experts"),
             Family::Qwen3Moe | Family::Olmoe => Some("num_experts"),
-            Family::DeepseekV3 => Some("n_routed_experts"),
+            Family::DeepseekV2 | Family::DeepseekV3 => Some("n_routed_experts"),
             _ => None,
         };
         let moe = match experts_field {
@@ -384,10 +389,10 @@ impl ModelConfig {
                         num_experts,
                         k,
                         expert_intermediate,
-                        n_shared_experts: if family == Family::DeepseekV3 {
-                            r.u64_or("n_shared_experts", 1)?
-                        } else {
-                            0
+                        n_shared_experts: match family {
+                            Family::DeepseekV3 => r.u64_or("n_shared_experts", 1)?,
+                            Family::DeepseekV2 => r.u64_or("n_shared_experts", 2)?,
+                            _ => 0,
                         },
                         router_bias: family == Family::DeepseekV3,
                         decoder_sparse_step,
@@ -396,10 +401,10 @@ impl ModelConfig {
                         } else {
                             Vec::new()
                         },
-                        first_k_dense: if family == Family::DeepseekV3 {
-                            r.u64_or("first_k_dense_replace", 3)?
-                        } else {
-                            0
+                        first_k_dense: match family {
+                            Family::DeepseekV3 => r.u64_or("first_k_dense_replace", 3)?,
+                            Family::DeepseekV2 => r.u64_or("first_k_dense_replace", 0)?,
+                            _ => 0,
                         },
                         moe_layer_freq,
                     })
@@ -420,7 +425,8 @@ impl ModelConfig {
             tie_word_embeddings: r.bool_or("tie_word_embeddings", false)?,
             qkv_bias,
             o_bias,
-            mlp_bias: family == Family::Llama && r.bool_or("mlp_bias", false)?,
+            mlp_bias: matches!(family, Family::Llama | Family::DeepseekV2)
+                && r.bool_or("mlp_bias", false)?,
             qk_norm,
             mla,
             moe,
@@ -473,7 +479,8 @@ pub fn attention_params(c: &ModelConfig) -> (u64, u64) {
     let norms = match c.qk_norm {
         QkNorm::None => 0,
         QkNorm::PerHead => 2 * d,
-        QkNorm::Full => nh * d + nkv * d,
+        // OLMoE sizes these from hidden_size, whatever head_dim says.
+        QkNorm::Full => h + h / nh * nkv,
     };
     (q + kv + o + bias, norms)
 }
@@ -515,7 +522,7 @@ pub fn layer_params(c: &ModelConfig, l: u64) -> LayerCount {
             ffn.router = m.num_experts * h + if m.router_bias { m.num_experts } else { 0 };
             ffn.experts = m.num_experts * expert;
             ffn.shared_experts = if m.n_shared_experts > 0 {
-                mlp_params(h, m.n_shared_experts * m.expert_intermediate, false)
+                mlp_params(h, m.n_shared_experts * m.expert_intermediate, c.mlp_bias)
             } else {
                 0
             };
@@ -710,7 +717,11 @@ pub fn text_report(r: &ParamReport) -> String {
     let pct = |x: u64, of: u64| 100.0 * x as f64 / of as f64;
     let gb = |b: u64| b as f64 / 1e9;
     let mut s = String::new();
-    s.push_str(&format!("model_type          {:?}\n", r.model_type));
+    let model_type = serde_json::to_value(r.model_type)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    s.push_str(&format!("model_type          {model_type}\n"));
     s.push_str(&format!(
         "layers              {} ({} dense, {} MoE)\n",
         r.dense_layers + r.moe_layers,
@@ -914,8 +925,8 @@ pub fn layer_tensors(c: &ModelConfig, l: u64) -> Vec<TensorInfo> {
                     v.push(t("self_attn.k_norm.weight", &[d], 1));
                 }
                 QkNorm::Full => {
-                    v.push(t("self_attn.q_norm.weight", &[nh * d], 1));
-                    v.push(t("self_attn.k_norm.weight", &[nkv * d], 1));
+                    v.push(t("self_attn.q_norm.weight", &[h], 1));
+                    v.push(t("self_attn.k_norm.weight", &[h / nh * nkv], 1));
                 }
             }
         }
@@ -950,7 +961,7 @@ pub fn layer_tensors(c: &ModelConfig, l: u64) -> Vec<TensorInfo> {
                     "mlp.shared_experts",
                     m.n_shared_experts * m.expert_intermediate,
                     1,
-                    false,
+                    c.mlp_bias,
                 );
             }
         }

@@ -80,6 +80,8 @@ fn template_equals_jinja2_on_every_committed_conversation() {
         }
     }
     assert!(names.len() >= 12, "only {} conversations", names.len());
+    // The chapter's counts: 20 conversations × 5 option sets, 10 of them rejected.
+    assert_eq!((names.len(), rendered, raised), (20, 90, 10));
     eprintln!(
         "{} conversations, {rendered} renderings equal to jinja2, {raised} errors matched",
         names.len()
@@ -392,4 +394,21 @@ fn split_thinking_matches_the_template_rule() {
         .unwrap()
         .trim_end_matches("<|im_end|>\n");
     assert_eq!(thinking::split_thinking(turn), ("step 1", "The answer."));
+}
+
+#[test]
+fn chapter8_book_numbers() {
+    // Exercise 1.
+    let msgs = [Message::new("user", "Hi"), Message::new("assistant", "Hello")];
+    assert_eq!(
+        render(&msgs, &[], &ChatOptions::default()).unwrap(),
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello<|im_end|>\n"
+    );
+    // The source block is 110 characters.
+    let src = [Message::new("system", "You are a helpful assistant."), Message::new("user", "你好")];
+    let opts = ChatOptions { add_generation_prompt: true, enable_thinking: None };
+    assert_eq!(render(&src, &[], &opts).unwrap().chars().count(), 110);
+    // The early-stop text has one "</think>" and ends the block with a blank line.
+    assert_eq!(EARLY_STOP_TEXT.matches("</think>").count(), 1);
+    assert!(EARLY_STOP_TEXT.ends_with("now.\n</think>\n\n"));
 }

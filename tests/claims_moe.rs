@@ -254,3 +254,146 @@ fn qwen3_param_formula_note() {
     );
     assert_eq!(NORMS, 210_944);
 }
+
+// ------------------------------------------------------------------ the book's numbers
+
+fn chapter(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/book/src/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+fn has(text: &str, needle: &str, name: &str) {
+    assert!(text.contains(needle), "{name} should say {needle:?}");
+}
+
+#[test]
+fn chapter5_numbers() {
+    use llm_anatomy::params::{bundled, count, group};
+    let ch = chapter("05-moe.md");
+    let n = "05-moe.md";
+    // Rounded values the prose quotes, recomputed.
+    let sci = |v: f64| {
+        let e = v.log10().floor() as i32;
+        let m = v / 10f64.powi(e);
+        let sup: String = (-e)
+            .to_string()
+            .chars()
+            .map(|c| {
+                "⁰¹²³⁴⁵⁶⁷⁸⁹"
+                    .chars()
+                    .nth(c.to_digit(10).unwrap() as usize)
+                    .unwrap()
+            })
+            .collect();
+        format!("{m:.1}·10⁻{sup}")
+    };
+    has(&ch, &sci(claim("moe.topk_softmax").value.unwrap()), n);
+    has(&ch, &sci(claim("moe.bucketed_equiv").value.unwrap()), n);
+    let ds = count(&bundled("deepseek-v3").unwrap());
+    has(&ch, &group(ds.total), n);
+    has(&ch, &group(ds.active), n);
+    has(
+        &ch,
+        &format!("{:.2}B", (ds.active - ds.embed_tokens) as f64 / 1e9),
+        n,
+    );
+    has(&ch, &format!("{:.2}B", ds.mtp as f64 / 1e9), n);
+    let mx = count(&bundled("mixtral-8x7b").unwrap());
+    has(&ch, &group(mx.total), n);
+    has(&ch, &group(mx.active), n);
+    let expert_ffn = 32 * 3 * 4096 * 14336u64;
+    assert_eq!(format!("{:.2}", expert_ffn as f64 / 1e9), "5.64");
+    assert_eq!(
+        format!("{:.1}", (mx.total - 8 * expert_ffn) as f64 / 1e9),
+        "1.6"
+    );
+    has(&ch, &format!("{:.1} GB", mx.bytes_bf16 as f64 / 1e9), n);
+    has(
+        &ch,
+        &format!("{:.1} GiB", mx.bytes_bf16 as f64 / (1u64 << 30) as f64),
+        n,
+    );
+    has(&ch, &group(3 * 2048 * 8 * 768), n);
+    let q = bundled("qwen3-30b-a3b").unwrap();
+    let router = llm_anatomy::params::layer_params(&q, 0).ffn.router;
+    has(
+        &ch,
+        &format!(
+            "{:.2}%",
+            100.0 * router as f64 / (3 * 2048 * 8 * 768) as f64
+        ),
+        n,
+    );
+    // 57 % of the norm: the `moe.expert_formula` erratum.
+    has(
+        &ch,
+        &format!("{:.0}%", 100.0 * claim("moe.expert_formula").value.unwrap()),
+        n,
+    );
+    // The EP traffic at Qwen3-30B-A3B's size: 2 crossings × 2048 × 2 bytes × 8 × 48 = 3 MiB.
+    assert_eq!(2 * 2048 * 2 * 8 * 48, 3 << 20);
+    // Exercise 4: capacity 80, at least 176 dropped.
+    let cap = llm_anatomy::moe::balance::expert_capacity(256, 2, 8, 1.25);
+    assert_eq!((cap, 256 - cap), (80, 176));
+    has(&ch, "= 80$", n);
+    has(&ch, "176", n);
+}
+
+#[test]
+fn chapter6_numbers() {
+    use llm_anatomy::params::{bundled, count, group};
+    let ch = chapter("06-qwen3-30b-a3b.md");
+    let n = "06-qwen3-30b-a3b.md";
+    let q = count(&bundled("qwen3-30b-a3b").unwrap());
+    let d = count(&bundled("qwen3-32b").unwrap());
+    let ds = count(&bundled("deepseek-v3").unwrap());
+    for v in [
+        q.total,
+        q.active,
+        q.active_non_embedding,
+        q.text_formula_total.unwrap(),
+        q.text_formula_active.unwrap(),
+        q.total - q.text_formula_total.unwrap(),
+        q.kv_cache_bytes_per_token_bf16,
+        ds.kv_cache_bytes_per_token_bf16,
+        ds.kv_cache_bytes_per_token_bf16_expanded,
+        ds.mtp,
+        ds.total_with_mtp,
+    ] {
+        has(&ch, &group(v), n);
+    }
+    has(&ch, &format!("{:.1} GB", q.bytes_bf16 as f64 / 1e9), n);
+    has(&ch, &format!("{:.1} GB", d.bytes_bf16 as f64 / 1e9), n);
+    has(
+        &ch,
+        &format!("{:.2} GFLOP", q.flops_per_token as f64 / 1e9),
+        n,
+    );
+    has(
+        &ch,
+        &format!("{:.2} for the dense", d.flops_per_token as f64 / 1e9),
+        n,
+    );
+    assert_eq!(
+        (ds.kv_cache_bytes_per_token_bf16_expanded as f64
+            / ds.kv_cache_bytes_per_token_bf16 as f64)
+            .round(),
+        71.0
+    );
+    has(&ch, "71 times", n);
+    assert_eq!(
+        format!("{:.2}", (ds.mtp + ds.embedding) as f64 / 1e9),
+        "13.46"
+    );
+    // Exercise 3: 32,768 tokens of KV cache.
+    assert_eq!(32_768 * q.kv_cache_bytes_per_token_bf16, 3 << 30);
+    assert_eq!(32_768 * d.kv_cache_bytes_per_token_bf16, 8 << 30);
+    // The variants pinned against transformers.
+    let counts = std::fs::read_to_string(format!(
+        "{}/tests/fixtures/params/counts.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let variants = counts.matches("tests/fixtures/params/").count();
+    assert_eq!(variants, 10);
+    has(&ch, "for ten variants", n);
+}

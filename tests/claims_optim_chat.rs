@@ -65,6 +65,7 @@ fn opt_qk_clip() {
 fn chat_chatml() {
     assert_eq!(claim("chat.chatml").status, Status::Reproduced);
     assert_eq!(value("chat.chatml"), 1.0);
+    assert!(claim("chat.chatml").computed.starts_with("110 chars"));
 }
 
 #[test]
@@ -79,4 +80,18 @@ fn chat_budget() {
     // Injected right after <think> and the 8 budgeted tokens: index 1 + 8.
     assert_eq!(value("chat.budget"), 9.0);
     assert!(claim("chat.budget").computed.contains("(23 tokens)"));
+}
+
+#[test]
+fn opt_clip_logits() {
+    let c = claim("opt.clip_logits");
+    assert_eq!(c.status, Status::Erratum);
+    // With every gradient clipped to norm 1 and lr 0.1, each step moves W_q and W_k by at
+    // most 0.1 in Frobenius norm, yet the logit ends three orders of magnitude up; QK-clip
+    // holds it at τ = 10.
+    let v = value("opt.clip_logits");
+    assert!(v > 1000.0, "{v}");
+    let capped = llm_anatomy::optim::qk_clip::logit_growth(300, 0.1, 1.0, Some(10.0));
+    assert!(capped.iter().all(|&m| m <= 10.0 * (1.0 + 1e-5)), "{capped:?}");
+    assert!(c.computed.contains("never exceeds 10.00"));
 }

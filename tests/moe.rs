@@ -214,7 +214,8 @@ fn usizes(v: &Value) -> Vec<usize> {
     floats(v).iter().map(|&f| f as usize).collect()
 }
 
-/// Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock / OlmoeSparseMoeBlock in f32.
+/// Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock / OlmoeSparseMoeBlock in f32: weights to a
+/// few ulps (different summation order in the router logits), outputs to 5e-7 of their scale.
 #[test]
 fn sparse_moe_blocks_match_transformers() {
     let fx = fixture("sparse_moe_blocks.json");
@@ -248,15 +249,15 @@ fn sparse_moe_blocks_match_transformers() {
         for (t, r) in routings.iter().enumerate() {
             assert_eq!(r.experts, want_idx[t * k..(t + 1) * k], "{name} token {t}");
             let d = max_diff(&r.weights, &want_w[t * k..(t + 1) * k]);
-            assert!(d < 1e-6, "{name} token {t}: weights differ by {d:e}");
+            assert!(d < 5e-7, "{name} token {t}: weights differ by {d:e}");
         }
         let scale = want.iter().fold(0.0f32, |m, v| m.max(v.abs()));
         assert!(
-            max_diff(&bucketed, &want) <= 2e-6 * scale,
+            max_diff(&bucketed, &want) <= 5e-7 * scale,
             "{name}: {}",
             max_diff(&bucketed, &want)
         );
-        assert!(max_diff(&naive, &want) <= 2e-6 * scale, "{name}");
+        assert!(max_diff(&naive, &want) <= 5e-7 * scale, "{name}");
     }
 }
 
@@ -299,7 +300,7 @@ fn deepseek_router_matches_transformers() {
         got.sort_by_key(|a| a.0);
         for ((ge, gw), (we, ww)) in got.iter().zip(&want) {
             assert_eq!(ge, we, "token {t}");
-            assert!((gw - ww).abs() < 1e-6, "token {t}");
+            assert!((gw - ww).abs() < 5e-7, "token {t}");
         }
     }
 }
@@ -465,7 +466,10 @@ fn simulated_router_collapses_without_balancing_and_not_with_it() {
     // slot, five are starved; the aux loss reads it.
     let mut last = none.load[cfg.steps - 1].clone();
     last.sort_by(|a, b| b.partial_cmp(a).unwrap());
-    assert!(last[0] > 0.45 && last[0] + last[1] + last[2] > 0.95, "{last:?}");
+    assert!(
+        last[0] > 0.45 && last[0] + last[1] + last[2] > 0.95,
+        "{last:?}"
+    );
     assert!(none.aux_loss[cfg.steps - 1] > 2.0 * aux.aux_loss[cfg.steps - 1]);
     assert!(none.dropped[cfg.steps - 1] > 250 && aux.dropped[cfg.steps - 1] == 0);
 }

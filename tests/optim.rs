@@ -469,3 +469,69 @@ fn demo_sweeps_are_not_at_the_edge() {
         assert!(OptimizerKind::ALL.contains(&r.winner().kind));
     }
 }
+
+#[test]
+fn chapter7_book_numbers() {
+    use llm_anatomy::optim::clip::total_norm;
+    use llm_anatomy::optim::muon::{NS_COEFFICIENTS, ns_polynomial};
+    let p = |x: f64| ns_polynomial(x, NS_COEFFICIENTS);
+    let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
+    // p(1) = a + b + c and the five iterates of 1 (exercise 1).
+    let mut x = 1.0;
+    let mut seq = Vec::new();
+    for _ in 0..5 {
+        x = p(x);
+        seq.push(r3(x));
+    }
+    assert_eq!(seq, [0.701, 1.114, 0.721, 1.090, 0.696]);
+    // The positive fixed point 0.868 is repelling: |p'| ≈ 1.6.
+    let (mut lo, mut hi) = (0.5, 1.0);
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if p(mid) > mid { lo = mid } else { hi = mid }
+    }
+    assert_eq!(r3(lo), 0.868);
+    let dp = (p(lo + 1e-6) - p(lo - 1e-6)) / 2e-6;
+    assert!((dp.abs() - 1.6).abs() < 0.05, "{dp}");
+    // After five steps every x from 0.00151 up is in [0.68, 1.20]; 0.0014 is not yet.
+    let p5 = |x: f64| (0..5).fold(x, |y, _| p(y));
+    let start = 0.00151f64.log10();
+    let grid: Vec<f64> = (0..=20_000).map(|i| 10f64.powf(start - start * i as f64 / 20_000.0)).collect();
+    let (mn, mx) = grid.iter().map(|&x| p5(x)).fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(y), b.max(y)));
+    assert!(mn >= 0.68 && (mx * 100.0).round() / 100.0 == 1.20, "{mn} {mx}");
+    assert!(p5(0.0014) < 0.68);
+    // Exercise 4.
+    assert_eq!(muon::adjust_lr(0.02, AdjustLr::Original, 4096, 1024), 0.04);
+    assert_eq!(muon::adjust_lr(0.02, AdjustLr::Original, 1024, 4096), 0.02);
+    assert!((muon::adjust_lr(0.02, AdjustLr::MatchRmsAdamw, 4096, 1024) - 0.256).abs() < 1e-12);
+    // Exercise 5: per-tensor 0-norms 5, 0, 2 → total 2.
+    let t = |v: Vec<f32>| ArrayD::from_shape_vec(IxDyn(&[v.len()]), v).unwrap();
+    let grads = [t(vec![1.0, 2.0, 3.0, 4.0, 5.0, 0.0]), t(vec![0.0; 3]), t(vec![0.0, 7.0, 8.0])];
+    assert_eq!(total_norm(&grads, 0.0), 2.0);
+    // §7.3: the demo's measured numbers as the chapter prints them.
+    let (long, short) = demo::book_runs();
+    let fin = |r: &demo::DemoResult, k| {
+        let s = r.sweep(k);
+        (s.best_lr, (s.best_final * 10_000.0).round() / 10_000.0)
+    };
+    assert_eq!(fin(long, OptimizerKind::Muon), (0.03, 0.0109));
+    assert_eq!(fin(long, OptimizerKind::Adam), (0.03, 0.0247));
+    assert_eq!(fin(long, OptimizerKind::SgdMomentum), (1.0, 0.0646));
+    assert_eq!(long.winner().kind, OptimizerKind::Muon);
+    assert_eq!(short.winner().kind, OptimizerKind::Adam);
+    let r3f = |r: &demo::DemoResult, k| r3(r.sweep(k).best_final);
+    assert_eq!(r3f(short, OptimizerKind::Adam), 0.328);
+    assert_eq!(r3f(short, OptimizerKind::Muon), 0.351);
+    assert_eq!(r3f(short, OptimizerKind::SgdMomentum), 0.351);
+    let steps = long.config.eval_steps();
+    let (a, m) = (&long.sweep(OptimizerKind::Adam).best_curve, &long.sweep(OptimizerKind::Muon).best_curve);
+    let last_above = (0..steps.len()).rev().find(|&i| m[i] >= a[i]).unwrap();
+    assert_eq!(steps[last_above + 1], 600);
+    assert_eq!(long.steps_to(OptimizerKind::Muon, *a.last().unwrap()), Some(750));
+    assert_eq!((r3(a[50]), r3(m[50]), steps[50]), (0.088, 0.104, 500));
+    let ms = long.sweep(OptimizerKind::Muon);
+    let best = ms.best_final;
+    let ratios: Vec<f64> = [1usize, 3].iter().map(|&i| ms.final_losses[i] / best).collect();
+    assert_eq!(ms.lrs[2], 0.03);
+    assert!(ratios.iter().all(|r| (18.0..=20.5).contains(r)), "{ratios:?}");
+}

@@ -88,7 +88,8 @@ fn check_case(case: &str, style: &str) -> f32 {
     let out = model.logits(&exp.prompt).unwrap();
     assert_eq!(out.rows, exp.prompt.len());
     let diff = max_abs_diff(&out.logits, &exp.logits);
-    assert!(diff < 1e-4, "{case} [{style}]: max |Δlogit| = {diff:e}");
+    // The task asks for 1e-4; the arithmetic allows 1e-5 (what remains is summation order).
+    assert!(diff < 1e-5, "{case} [{style}]: max |Δlogit| = {diff:e}");
 
     // Router top-k sets, layer by layer, position by position.
     let want = exp.router.as_object().unwrap();
@@ -222,6 +223,20 @@ fn real_qwen3_configs_parse() {
     assert_eq!(dense.num_experts, 0);
     assert!((0..64).all(|l| !dense.is_moe_layer(l)));
     assert_eq!(dense.intermediate_size, 25600);
+    // KV cache per token in BF16 (chapter 9.4): 2 · layers · kv_heads · head_dim · 2 bytes.
+    use llm_anatomy::long_context::memory::kv_cache_bytes_per_token;
+    let per_token = |c: &Qwen3Config| {
+        kv_cache_bytes_per_token(
+            c.num_hidden_layers as u64,
+            c.num_key_value_heads as u64,
+            c.head_dim as u64,
+            2,
+        )
+    };
+    assert_eq!(per_token(&moe), 98_304);
+    assert_eq!(per_token(&dense), 262_144);
+    assert_eq!(32_768 * per_token(&moe), 3 << 30);
+    assert_eq!(32_768 * per_token(&dense), 8 << 30);
 }
 
 fn anatomy(args: &[&str]) -> std::process::Output {
@@ -384,7 +399,12 @@ fn bundled_model_matches_transformers_and_routes_word_classes_as_it_does() {
     assert_eq!(got, ids(&check["greedy"]));
 
     let tok = llm_anatomy::tokenizer::Tokenizer::qwen().unwrap();
+    // The tour's sentence and its continuation (quoted in chapter 9.6).
+    let text_ids = tok.encode(llm_anatomy::qwen3::TOUR_TEXT).unwrap();
+    let cont = generate(&model, &text_ids, &opts, |_| {}).unwrap();
+    assert_eq!(tok.decode(&cont).unwrap(), " The old cat built a old cat.");
     let r = llm_anatomy::qwen3::word_class_routing(&model, &tok).unwrap();
+    assert_eq!(r.tokens.iter().sum::<usize>(), 447);
     assert_eq!(r.agreement_with_transformers, 1.0);
     let words: Value =
         serde_json::from_slice(&std::fs::read(dir.join("word_classes.json")).unwrap()).unwrap();

@@ -521,3 +521,60 @@ fn repetition_harness_builds_chatml_and_judges_answers() {
     assert!(!confused[0].repeated);
     assert_eq!(confused[0].answer, "我不知道。<|im_end|>");
 }
+
+#[test]
+fn cli_glitch_screens_the_synthetic_checkpoint_and_rejects_bad_input() {
+    let exe = env!("CARGO_BIN_EXE_anatomy");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join("data/synthetic-glitch");
+    let vocab = dir.join("tokenizer.json");
+    let out = std::process::Command::new(exe)
+        .args(["glitch", "--vocab"])
+        .arg(&vocab)
+        .arg("--model")
+        .arg(&dir)
+        .args(["--top-k", "689", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["checkpoint"]["overlap"], 689);
+    assert_eq!(v["checkpoint"]["unused_reference"], 85);
+    assert_eq!(v["literal_scan_count"], 3);
+    let run = |args: &[&str]| std::process::Command::new(exe).args(args).output().unwrap();
+    let vs = vocab.to_str().unwrap();
+    for bad in [
+        vec!["glitch", "--vocab", vs, "--model", "/nonexistent-model-dir"],
+        vec![
+            "glitch",
+            "--vocab",
+            vs,
+            "--model",
+            dir.to_str().unwrap(),
+            "--unused",
+            "5-3",
+        ],
+        vec![
+            "glitch",
+            "--vocab",
+            vs,
+            "--model",
+            dir.to_str().unwrap(),
+            "--unused",
+            "999999",
+        ],
+    ] {
+        let out = run(&bad);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{bad:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    }
+}

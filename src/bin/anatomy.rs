@@ -39,7 +39,7 @@ enum Command {
         out: PathBuf,
     },
     /// Parameters, memory, KV cache and FLOPs of a Hugging Face config.json (Qwen3,
-    /// Qwen3-MoE, Mixtral, OLMoE, DeepSeek-V3; also Qwen2, Llama, Mistral).
+    /// Qwen3-MoE, Mixtral, OLMoE, DeepSeek-V3; also DeepSeek-V2, Qwen2, Llama, Mistral).
     Params {
         config: PathBuf,
         #[arg(long)]
@@ -85,6 +85,11 @@ enum Command {
         /// Rows to print per list in the text output.
         #[arg(long, default_value_t = 20)]
         show: usize,
+        /// With --model (a Qwen3 checkpoint): run the "please repeat" test on this many
+        /// candidates (multi-character Chinese ones first, then the smallest norms), greedy,
+        /// 16 new tokens each.
+        #[arg(long, default_value_t = 0)]
+        repeat: usize,
         #[arg(long)]
         json: bool,
     },
@@ -231,7 +236,12 @@ fn run(command: Command) -> anyhow::Result<()> {
                 print!("{}", llm_anatomy::params::text_report(&report));
             }
         }
-        Command::Tokenize { vocab, json, nfc, text } => {
+        Command::Tokenize {
+            vocab,
+            json,
+            nfc,
+            text,
+        } => {
             let mut tok = tokenizer::Tokenizer::from_file(&vocab)?;
             tok.nfc |= nfc;
             let ids = tok.encode(&text)?;
@@ -251,19 +261,66 @@ fn run(command: Command) -> anyhow::Result<()> {
             let text = String::from_utf8_lossy(&bytes);
             if json {
                 let valid = std::str::from_utf8(&bytes).is_ok();
-                println!("{}", serde_json::json!({ "text": text, "valid_utf8": valid }));
+                println!(
+                    "{}",
+                    serde_json::json!({ "text": text, "valid_utf8": valid })
+                );
             } else {
                 println!("{text}");
             }
         }
-        Command::Glitch { vocab, model, top_k, unused, show, json } => {
+        Command::Glitch {
+            vocab,
+            model,
+            top_k,
+            unused,
+            show,
+            repeat,
+            json,
+        } => {
             let tok = tokenizer::Tokenizer::from_file(&vocab)?;
-            let unused = unused.as_deref().map(tokenizer::glitch::parse_id_ranges).transpose()?;
+            let unused = unused
+                .as_deref()
+                .map(tokenizer::glitch::parse_id_ranges)
+                .transpose()?;
             let report = tokenizer::glitch::report(&tok, model.as_deref(), top_k, unused)?;
+            let repetition = match &model {
+                Some(dir) if repeat > 0 => {
+                    let candidates = tokenizer::glitch::repetition_candidates(&report, repeat);
+                    Some(with_model(dir, |m| {
+                        let opts = qwen3::GenerateOptions {
+                            max_new_tokens: 16,
+                            sampling: qwen3::Sampling::Greedy,
+                            stop: m.config.eos_token_ids.clone(),
+                        };
+                        Ok(tokenizer::glitch::repetition_test(
+                            &tok,
+                            &candidates,
+                            |p| qwen3::generate(m, p, &opts, |_| {}),
+                        )?)
+                    })?)
+                }
+                _ => None,
+            };
             if json {
-                println!("{}", serde_json::to_string(&report)?);
+                let mut v = serde_json::to_value(&report)?;
+                if let Some(r) = &repetition {
+                    v["repetition"] = serde_json::to_value(r)?;
+                }
+                println!("{v}");
             } else {
                 print!("{}", tokenizer::glitch::text_report(&report, show));
+                for r in repetition.iter().flatten() {
+                    let verdict = if r.repeated {
+                        "repeated"
+                    } else {
+                        "NOT repeated"
+                    };
+                    println!(
+                        "repeat {:>7} {:?}: {verdict}; answer {:?}",
+                        r.id, r.token, r.answer
+                    );
+                }
             }
         }
         Command::Logits {

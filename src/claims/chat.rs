@@ -78,11 +78,11 @@ fn chat_think_tags() -> Outcome {
     outcome(
         if ok { 1.0 } else { 0.0 },
         format!(
-            "last turn renders as <think>\\n…\\n</think>\\n\\nanswer: {framed}; split back: {round_trip}; stripped from history: {stripped}; tokens {QWEN3_THINK_START}/{QWEN3_THINK_END} once each: {}",
+            "last turn renders as `<think>\\n…\\n</think>\\n\\nanswer`: {framed}; split back: {round_trip}; stripped from history: {stripped}; tokens {QWEN3_THINK_START}/{QWEN3_THINK_END} once each: {}",
             n_open == 1 && n_close == 1
         ),
         ok,
-        "Reproduced; two details the text leaves out: the template keeps the think block only for assistant turns after the last user query (older ones lose it), and <think>/</think> (ids 151667/151668) are added tokens that are never split but are not flagged special, so skip_special_tokens keeps them.",
+        "Reproduced; two details the text leaves out: the template keeps the think block only for assistant turns after the last user query (older ones lose it), and `<think>`/`</think>` (ids 151667/151668) are added tokens that are never split but are not flagged special, so skip_special_tokens keeps them.",
     )
 }
 
@@ -140,7 +140,7 @@ fn chat_budget() -> Outcome {
     outcome(
         at as f64,
         format!(
-            "budget {n}: early-stop text ({} tokens) injected after <think> + {} thinking tokens; the answer follows: {:?}",
+            "budget {n}: early-stop text ({} tokens) injected after `<think>` + {} thinking tokens; the answer follows: {:?}",
             budget.early_stop_ids.len(),
             g.thinking_tokens,
             answer

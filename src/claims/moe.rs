@@ -303,7 +303,7 @@ fn moe_balance() -> Outcome {
             bias.dropped[last]
         ),
         status: if ok { Status::Reproduced } else { Status::Erratum },
-        note: "A learned router left alone collapses onto k experts (rich get richer); the auxiliary loss and the aux-loss-free bias both keep the load near even, and a capacity limit drops over half the assignments of the collapsed router but none of the balanced ones.".into(),
+        note: "A learned router left alone collapses (rich get richer): one expert ends up in nearly every token's top 2 and five of eight starve; the auxiliary loss and the aux-loss-free bias both keep the load near even, and a capacity limit drops over half the assignments of the collapsed router but none of the balanced ones.".into(),
     }
 }
 

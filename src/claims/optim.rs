@@ -145,4 +145,29 @@ pub const ENTRIES: &[Entry] = &[
         stated: "formula",
         compute: opt_qk_clip,
     },
+    Entry {
+        id: "opt.clip_logits",
+        section: "S0 5.6, 5.6.3",
+        statement: "CLIP gradient clipping prevents max-logit explosion in MoE training",
+        stated: "gradient clipping bounds the logits",
+        compute: opt_clip_logits,
+    },
 ];
+
+/// The source credits gradient clipping with stopping max-logit explosion; a toy head whose
+/// loss rewards one logit shows it does not, and that QK-clip does.
+fn opt_clip_logits() -> Outcome {
+    let (steps, lr, clip) = (300, 0.1, 1.0);
+    let clipped_only = qk_clip::logit_growth(steps, lr, clip, None);
+    let with_qk = qk_clip::logit_growth(steps, lr, clip, Some(10.0));
+    let (start, end) = (clipped_only[0], *clipped_only.last().expect("steps + 1"));
+    let capped = with_qk.iter().fold(f32::MIN, |m, &v| m.max(v));
+    outcome(
+        f64::from(end),
+        format!(
+            "every gradient clipped to norm 1, SGD lr 0.1: max logit {start:.2} → {end:.1} after {steps} steps; with QK-clip τ = 10 it never exceeds {capped:.2}"
+        ),
+        end < 2.0 * 10.0,
+        "Gradient-norm clipping bounds each step, not the logits: a logit the loss keeps rewarding still grows without bound. What stops max-logit explosion in MuonClip is QK-clip, which rescales the query/key weights of attention heads (Kimi K2); the source (5.6, 5.6.3, summary 6) credits 'CLIP gradient clipping' and places the explosion in MoE experts.",
+    )
+}

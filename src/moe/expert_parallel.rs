@@ -68,6 +68,9 @@ pub struct WorkerLog {
     pub traffic: Traffic,
 }
 
+/// What a worker thread hands back: its tokens' outputs, their routings, its log.
+type WorkerOutput = (Vec<(usize, Vec<f32>)>, Vec<Routing>, WorkerLog);
+
 /// The result of an expert-parallel layer.
 #[derive(Clone, Debug)]
 pub struct EpResult {
@@ -104,7 +107,7 @@ pub fn expert_parallel(
     let (combine_tx, combine_rx): (Vec<_>, Vec<_>) =
         (0..workers).map(|_| mpsc::channel::<Combine>()).unzip();
 
-    let results: Vec<(Vec<(usize, Vec<f32>)>, Vec<Routing>, WorkerLog)> = std::thread::scope(|s| {
+    let results: Vec<WorkerOutput> = std::thread::scope(|s| {
         let handles: Vec<_> = dispatch_rx
             .into_iter()
             .zip(combine_rx)

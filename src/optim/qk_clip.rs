@@ -117,3 +117,40 @@ fn check_shapes(
     }
     Ok(())
 }
+
+/// A toy run where the loss rewards one attention logit (−s for s = scale·q₀·k₁, as when a
+/// head learns to attend hard to one token): plain SGD with every gradient clipped to
+/// global norm `grad_clip`, and optionally QK-clip at `tau` after each step. Returns the
+/// head's max logit before training and after every step.
+pub fn logit_growth(steps: usize, lr: f32, grad_clip: f32, tau: Option<f32>) -> Vec<f32> {
+    let (seq, hidden, hd) = (8, 16, 8);
+    let x = crate::position::equivariance::random_tokens(seq, hidden, 31);
+    let init = 1.0 / (hidden as f32).sqrt();
+    let mut w_q = crate::position::equivariance::random_tokens(hd, hidden, 32) * init;
+    let mut w_k = crate::position::equivariance::random_tokens(hd, hidden, 33) * init;
+    let scale = 1.0 / (hd as f32).sqrt();
+    let max_logit = |w_q: &Array2<f32>, w_k: &Array2<f32>| {
+        max_logits_per_head(&x, w_q, w_k, 1, scale, true).expect("fixed shapes")[0]
+    };
+    let (x0, x1) = (x.row(1).to_owned(), x.row(0).to_owned()); // query 1 attends to key 0
+    let mut out = vec![max_logit(&w_q, &w_k)];
+    for _ in 0..steps {
+        // ∂s/∂W_q = scale·(W_k x₁) x₀ᵀ and ∂s/∂W_k = scale·(W_q x₀) x₁ᵀ; we descend on −s.
+        let (k1, q0) = (w_k.dot(&x1), w_q.dot(&x0));
+        let outer = |a: &ndarray::Array1<f32>, b: &ndarray::Array1<f32>| {
+            Array2::from_shape_fn((a.len(), b.len()), |(i, j)| -scale * a[i] * b[j])
+        };
+        let mut grads = vec![outer(&k1, &x0).into_dyn(), outer(&q0, &x1).into_dyn()];
+        super::clip::clip_grad_norm(&mut grads, grad_clip, 2.0);
+        let g_q = grads[0].view().into_dimensionality::<ndarray::Ix2>().expect("2-D");
+        let g_k = grads[1].view().into_dimensionality::<ndarray::Ix2>().expect("2-D");
+        w_q.scaled_add(-lr, &g_q);
+        w_k.scaled_add(-lr, &g_k);
+        if let Some(tau) = tau {
+            let m = max_logit(&w_q, &w_k);
+            qk_clip(&mut w_q, &mut w_k, &[m], tau).expect("one head");
+        }
+        out.push(max_logit(&w_q, &w_k));
+    }
+    out
+}

@@ -598,6 +598,24 @@ pub fn synthetic_never_seen() -> Result<Vec<u32>> {
         })
 }
 
+/// Up to `n` ids for the repetition test from a report's checkpoint screen: the
+/// multi-character Chinese tokens first, then the other smallest-norm rows that are tokens.
+pub fn repetition_candidates(report: &GlitchReport, n: usize) -> Vec<u32> {
+    let Some(c) = &report.checkpoint else {
+        return Vec::new();
+    };
+    let mut out: Vec<u32> = Vec::with_capacity(n);
+    for r in c.norms.cjk.iter().chain(&c.norms.smallest) {
+        if out.len() == n {
+            break;
+        }
+        if r.text.is_some() && !out.contains(&r.id) {
+            out.push(r.id);
+        }
+    }
+    out
+}
+
 /// Parses an id list such as `151665-152063,7,9`.
 pub fn parse_id_ranges(s: &str) -> Result<Vec<u32>> {
     let mut out = Vec::new();

@@ -81,6 +81,18 @@ impl AddedTokens {
     pub fn new(tokens: Vec<AddedToken>, what: &str) -> Result<Self> {
         let mut starts = vec![false; 256];
         for (i, t) in tokens.iter().enumerate() {
+            if t.id > super::vocab::MAX_ID {
+                return Err(Error::field(
+                    what,
+                    "added_tokens",
+                    format!(
+                        "{:?} has id {}, above the supported {}",
+                        t.content,
+                        t.id,
+                        super::vocab::MAX_ID
+                    ),
+                ));
+            }
             if t.content.is_empty() {
                 return Err(Error::field(
                     what,
@@ -156,16 +168,16 @@ impl AddedTokens {
         let bytes = text.as_bytes();
         let (mut start, mut pos) = (0usize, 0usize);
         while pos < bytes.len() {
-            if self.starts[bytes[pos] as usize] {
-                if let Some(t) = self.match_at(text, pos) {
-                    if start < pos {
-                        out.push(Segment::Text(&text[start..pos]));
-                    }
-                    out.push(Segment::Added(t.id));
-                    pos += t.content.len();
-                    start = pos;
-                    continue;
+            if self.starts[bytes[pos] as usize]
+                && let Some(t) = self.match_at(text, pos)
+            {
+                if start < pos {
+                    out.push(Segment::Text(&text[start..pos]));
                 }
+                out.push(Segment::Added(t.id));
+                pos += t.content.len();
+                start = pos;
+                continue;
             }
             pos += 1;
         }

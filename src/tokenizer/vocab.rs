@@ -13,6 +13,9 @@ use base64::Engine;
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 
+/// The largest id (rank) a vocabulary may use.
+pub const MAX_ID: u32 = (1 << 24) - 1;
+
 /// How the merge loop ranks two adjacent parts.
 #[derive(Clone, Debug)]
 pub enum MergeRule {
@@ -51,8 +54,15 @@ impl Vocab {
             return Err(Error::field(what, "vocabulary", "no tokens"));
         }
         let max = entries.iter().map(|e| e.1).max().unwrap_or(0) as usize;
-        if max >= u32::MAX as usize {
-            return Err(Error::field(what, "vocabulary", "id out of range"));
+        // Ids index a table: refuse absurd ones instead of allocating gigabytes.
+        if max > MAX_ID as usize {
+            return Err(Error::field(
+                what,
+                format!("id {max}"),
+                format!(
+                    "ids above {MAX_ID} are not supported (real vocabularies have a few hundred thousand)"
+                ),
+            ));
         }
         let mut tokens: Vec<Option<Box<[u8]>>> = vec![None; max + 1];
         let mut ids = FxHashMap::with_capacity_and_hasher(entries.len(), Default::default());
