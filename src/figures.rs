@@ -894,7 +894,10 @@ fn qwen3_word_experts(root: &Area) -> DrawResult {
         let experts = shares.first().map_or(0, Vec::len);
         let names = classes.clone();
         let mut chart = ChartBuilder::on(panel)
-            .caption(format!("layer {layer} (colour: 0 → 50%)"), ("sans-serif", 16))
+            .caption(
+                format!("layer {layer} (colour: 0 → 50%)"),
+                ("sans-serif", 16),
+            )
             .margin(10)
             .x_label_area_size(40)
             .y_label_area_size(100)
@@ -932,14 +935,21 @@ fn qwen3_word_experts(root: &Area) -> DrawResult {
             })
         }))?;
         chart.draw_series(shares.iter().enumerate().flat_map(|(c, row)| {
-            row.iter().enumerate().filter(|(_, x)| **x > 0.0).map(move |(e, &x)| {
-                let style = TextStyle::from(("sans-serif", 13)).color(if x > 0.3 { &BLACK } else { &WHITE });
-                Text::new(
-                    format!("{:.0}", 100.0 * x),
-                    (SegmentValue::CenterOf(e), SegmentValue::CenterOf(c)),
-                    style,
-                )
-            })
+            row.iter()
+                .enumerate()
+                .filter(|(_, x)| **x > 0.0)
+                .map(move |(e, &x)| {
+                    let style = TextStyle::from(("sans-serif", 13)).color(if x > 0.3 {
+                        &BLACK
+                    } else {
+                        &WHITE
+                    });
+                    Text::new(
+                        format!("{:.0}", 100.0 * x),
+                        (SegmentValue::CenterOf(e), SegmentValue::CenterOf(c)),
+                        style,
+                    )
+                })
         }))?;
     }
     Ok(())

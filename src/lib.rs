@@ -12,6 +12,7 @@
 //! | 3. Length extrapolation: PI, NTK, YaRN, llama3; tiled attention; memory | [`long_context`] | S0 5.2, S1 §2 |
 //! | 5. Mixture of Experts: router, experts, bucketed layer, balancing, expert parallelism | [`moe`] | S0 5.4, S1 §3 |
 //! | 6. Qwen3-30B-A3B by the numbers: parameters, memory, KV cache, FLOPs | [`params`] | S0 5.5 |
+//! | 9. The forward pass: Qwen3-MoE from Hugging Face checkpoints (with [`checkpoint`]) | [`qwen3`] | S0 5.5 |
 //! | appendix. The claims table | [`claims`] | both |
 //!
 //! Primitives shared by every chapter live in [`kernels`]; plots in [`figures`].

@@ -337,6 +337,33 @@ fn cli_logits_and_generate_equal_transformers() {
         want.sort();
         assert_eq!(got, want);
     }
+    // Text in, text out: --prompt is tokenised with the Qwen vocabulary (bundled model).
+    let bundled = llm_anatomy::qwen3::bundled_dir();
+    let o = anatomy(&[
+        "generate",
+        bundled.to_str().unwrap(),
+        "--prompt",
+        llm_anatomy::qwen3::TOUR_TEXT,
+        "--max-new-tokens",
+        "8",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["text"], " The old cat built a old cat.");
+    let o = anatomy(&[
+        "generate",
+        bundled.to_str().unwrap(),
+        "--prompt",
+        "Name a bird.",
+        "--chat",
+        "--thinking-budget",
+        "4",
+        "--max-new-tokens",
+        "6",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
@@ -419,4 +446,49 @@ fn bundled_model_matches_transformers_and_routes_word_classes_as_it_does() {
             }
         }
     }
+}
+
+#[test]
+fn stepper_drives_the_thinking_budget_loop() {
+    // The chat chapter's budget loop on the real forward pass: without a think block it
+    // gives exactly `generate`'s greedy tokens; with the prompt inside `<think>` and a budget
+    // of 2, the early-stop text is injected after 2 tokens and generation goes on.
+    use llm_anatomy::chat::thinking::{self, ThinkingBudget};
+    use llm_anatomy::qwen3::Stepper;
+    let (cfg, ckpt) = llm_anatomy::qwen3::open(&llm_anatomy::qwen3::bundled_dir()).unwrap();
+    let model = Model::new(cfg, &ckpt).unwrap();
+    let tok = llm_anatomy::tokenizer::Tokenizer::qwen().unwrap();
+    let budget = |n| {
+        ThinkingBudget::new(
+            n,
+            thinking::QWEN3_THINK_START,
+            thinking::QWEN3_THINK_END,
+            |t| tok.encode(t),
+        )
+        .unwrap()
+    };
+    let prompt = tok.encode(llm_anatomy::qwen3::TOUR_TEXT).unwrap();
+    let mut step = Stepper::new(&model, prompt.len() + 8, Sampling::Greedy).unwrap();
+    let out = thinking::generate_with_budget(&prompt, 8, &[], &budget(100), |c| step.next_token(c))
+        .unwrap();
+    let opts = GenerateOptions {
+        max_new_tokens: 8,
+        sampling: Sampling::Greedy,
+        stop: vec![],
+    };
+    assert_eq!(out.ids, generate(&model, &prompt, &opts, |_| {}).unwrap());
+
+    let prompt = tok.encode("<|im_start|>assistant\n<think>\n").unwrap();
+    let b = budget(2);
+    let mut step = Stepper::new(&model, prompt.len() + 60, Sampling::Greedy).unwrap();
+    let out = thinking::generate_with_budget(&prompt, 60, &[], &b, |c| step.next_token(c)).unwrap();
+    assert_eq!(out.injected_at, Some(2));
+    assert_eq!(out.thinking_tokens, 2);
+    assert_eq!(
+        &out.ids[2..2 + b.early_stop_ids.len()],
+        &b.early_stop_ids[..]
+    );
+    assert_eq!(out.ids.len(), 60);
+    // A context that does not extend the previous one is refused.
+    assert!(step.next_token(&prompt).is_err());
 }

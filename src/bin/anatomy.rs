@@ -353,18 +353,20 @@ fn run(command: Command) -> anyhow::Result<()> {
             thinking_budget,
             json,
         } => {
-            if chat || thinking_budget.is_some() {
-                return Err(llm_anatomy::Error::Invalid(
-                    "--chat / --thinking-budget need the chat-template chapter, which this build does not have yet".into(),
-                )
-                .into());
-            }
-            let tok = match &prompt {
-                Some(_) => Some(qwen3_tokenizer(&model_dir)?),
-                None => None,
+            let tok = match (&prompt, thinking_budget) {
+                (None, None) => None,
+                _ => Some(qwen3_tokenizer(&model_dir)?),
             };
             let prompt_ids = match (&ids, &prompt, &tok) {
                 (Some(ids), _, _) => tokenizer::glitch::parse_id_ranges(ids)?,
+                (None, Some(text), Some(tok)) if chat => {
+                    let user = llm_anatomy::chat::Message::new("user", text);
+                    let opts = llm_anatomy::chat::ChatOptions {
+                        add_generation_prompt: true,
+                        enable_thinking: None,
+                    };
+                    tok.encode(&llm_anatomy::chat::render(&[user], &[], &opts)?)?
+                }
                 (None, Some(text), Some(tok)) => tok.encode(text)?,
                 _ => unreachable!("clap requires --ids or --prompt"),
             };
@@ -377,13 +379,40 @@ fn run(command: Command) -> anyhow::Result<()> {
                 },
             };
             with_model(&model_dir, |model| {
-                let opts = qwen3::GenerateOptions {
-                    max_new_tokens,
-                    sampling,
-                    stop: model.config.eos_token_ids.clone(),
+                let stop = model.config.eos_token_ids.clone();
+                let new = match (thinking_budget, &tok) {
+                    (Some(budget), Some(tok)) => {
+                        use llm_anatomy::chat::thinking;
+                        let budget = thinking::ThinkingBudget::new(
+                            budget,
+                            thinking::QWEN3_THINK_START,
+                            thinking::QWEN3_THINK_END,
+                            |t| tok.encode(t),
+                        )?;
+                        let capacity = prompt_ids.len() + max_new_tokens;
+                        let mut step = qwen3::generate::Stepper::new(model, capacity, sampling)?;
+                        thinking::generate_with_budget(
+                            &prompt_ids,
+                            max_new_tokens,
+                            &stop,
+                            &budget,
+                            |context| step.next_token(context),
+                        )?
+                        .ids
+                    }
+                    _ => {
+                        let opts = qwen3::GenerateOptions {
+                            max_new_tokens,
+                            sampling,
+                            stop,
+                        };
+                        qwen3::generate(model, &prompt_ids, &opts, |_| {})?
+                    }
                 };
-                let new = qwen3::generate(model, &prompt_ids, &opts, |_| {})?;
-                let text = tok.as_ref().map(|t| t.decode(&new)).transpose()?;
+                let text = match (&prompt, &tok) {
+                    (Some(_), Some(t)) => Some(t.decode(&new)?),
+                    _ => None,
+                };
                 if json {
                     let mut v = serde_json::json!({ "ids": new });
                     if let Some(text) = text {
@@ -485,9 +514,8 @@ fn with_model<T>(
         indicatif::ProgressStyle::with_template("loading {msg} {bar:30} {pos}/{len}")
             .expect("static template"),
     );
-    let model = qwen3::Model::new_with_progress(config, &ckpt, |done, _| {
-        bar.set_position(done as u64)
-    })?;
+    let model =
+        qwen3::Model::new_with_progress(config, &ckpt, |done, _| bar.set_position(done as u64))?;
     bar.finish_and_clear();
     f(&model)
 }

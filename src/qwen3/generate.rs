@@ -97,21 +97,7 @@ pub fn generate(
     opts: &GenerateOptions,
     mut on_token: impl FnMut(u32),
 ) -> Result<Vec<u32>> {
-    if let Sampling::TopP {
-        temperature, top_p, ..
-    } = opts.sampling
-    {
-        if !(temperature.is_finite() && temperature > 0.0) {
-            return Err(Error::Invalid(format!(
-                "temperature must be a positive number, got {temperature}"
-            )));
-        }
-        if !(top_p > 0.0 && top_p <= 1.0) {
-            return Err(Error::Invalid(format!(
-                "top_p must be in (0, 1], got {top_p}"
-            )));
-        }
-    }
+    check_sampling(opts.sampling)?;
     if opts.max_new_tokens == 0 {
         return Ok(Vec::new());
     }
@@ -126,20 +112,12 @@ pub fn generate(
         )));
     }
     let mut session: Session = model.session(positions)?;
-    let mut rng = match opts.sampling {
-        Sampling::TopP { seed, .. } => StdRng::seed_from_u64(seed),
-        Sampling::Greedy => StdRng::seed_from_u64(0),
-    };
+    let mut rng = rng_for(opts.sampling);
     let mut scratch = SampleScratch::default();
     let mut out = Vec::with_capacity(opts.max_new_tokens);
     let mut logits = model.forward(&mut session, prompt, Logits::Last)?.logits;
     loop {
-        let next = match opts.sampling {
-            Sampling::Greedy => argmax(&logits),
-            Sampling::TopP {
-                temperature, top_p, ..
-            } => sample_top_p(&logits, temperature, top_p, &mut rng, &mut scratch),
-        } as u32;
+        let next = choose(&logits, opts.sampling, &mut rng, &mut scratch);
         out.push(next);
         on_token(next);
         if out.len() == opts.max_new_tokens || opts.stop.contains(&next) {
@@ -149,6 +127,87 @@ pub fn generate(
     }
 }
 // ANCHOR_END: generate
+
+/// The next token from one row of logits, greedy or sampled.
+fn choose(logits: &[f32], sampling: Sampling, rng: &mut StdRng, s: &mut SampleScratch) -> u32 {
+    (match sampling {
+        Sampling::Greedy => argmax(logits),
+        Sampling::TopP {
+            temperature, top_p, ..
+        } => sample_top_p(logits, temperature, top_p, rng, s),
+    }) as u32
+}
+
+fn rng_for(sampling: Sampling) -> StdRng {
+    match sampling {
+        Sampling::TopP { seed, .. } => StdRng::seed_from_u64(seed),
+        Sampling::Greedy => StdRng::seed_from_u64(0),
+    }
+}
+
+fn check_sampling(sampling: Sampling) -> Result<()> {
+    if let Sampling::TopP {
+        temperature, top_p, ..
+    } = sampling
+    {
+        if !(temperature.is_finite() && temperature > 0.0) {
+            return Err(Error::Invalid(format!(
+                "temperature must be a positive number, got {temperature}"
+            )));
+        }
+        if !(top_p > 0.0 && top_p <= 1.0) {
+            return Err(Error::Invalid(format!(
+                "top_p must be in (0, 1], got {top_p}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Next-token prediction for loops that own the context (such as the chat chapter's
+/// thinking budget, which appends tokens of its own): each call gets the whole context,
+/// runs only the positions the KV cache has not seen, and chooses the next token.
+pub struct Stepper<'m, 'a> {
+    model: &'m Model<'a>,
+    session: Session,
+    fed: Vec<u32>,
+    sampling: Sampling,
+    rng: StdRng,
+    scratch: SampleScratch,
+}
+
+impl<'m, 'a> Stepper<'m, 'a> {
+    /// A stepper for contexts of up to `capacity` positions.
+    pub fn new(model: &'m Model<'a>, capacity: usize, sampling: Sampling) -> Result<Self> {
+        check_sampling(sampling)?;
+        Ok(Stepper {
+            model,
+            session: model.session(capacity)?,
+            fed: Vec::with_capacity(capacity),
+            sampling,
+            rng: rng_for(sampling),
+            scratch: SampleScratch::default(),
+        })
+    }
+
+    /// The token after `context`, which must extend every context seen before.
+    pub fn next_token(&mut self, context: &[u32]) -> Result<u32> {
+        if !context.starts_with(&self.fed) || context.len() == self.fed.len() {
+            return Err(Error::Invalid(
+                "each context must extend the previous one by at least one token".into(),
+            ));
+        }
+        let new = &context[self.fed.len()..];
+        let out = self.model.forward(&mut self.session, new, Logits::Last)?;
+        self.fed.extend_from_slice(new);
+        Ok(choose(
+            &out.logits,
+            self.sampling,
+            &mut self.rng,
+            &mut self.scratch,
+        ))
+    }
+}
 
 #[cfg(test)]
 mod tests {

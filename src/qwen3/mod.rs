@@ -16,7 +16,7 @@ pub mod model;
 pub mod weights;
 
 pub use config::Qwen3Config;
-pub use generate::{GenerateOptions, Sampling, generate};
+pub use generate::{GenerateOptions, Sampling, Stepper, generate};
 pub use model::{LayerRouting, Logits, Model, Output, Session};
 
 use crate::checkpoint::Checkpoint;
