@@ -12,6 +12,8 @@
 //! | 3. Length extrapolation: PI, NTK, YaRN, llama3; tiled attention; memory | [`long_context`] | S0 5.2, S1 §2 |
 //! | 5. Mixture of Experts: router, experts, bucketed layer, balancing, expert parallelism | [`moe`] | S0 5.4, S1 §3 |
 //! | 6. Qwen3-30B-A3B by the numbers: parameters, memory, KV cache, FLOPs | [`params`] | S0 5.5 |
+//! | 7. Optimisers: Muon (Newton–Schulz), gradient clipping, QK-clip; a measured demo | [`optim`] | S0 5.6 |
+//! | 8. Chat templates (Qwen3, checked against jinja2) and the thinking budget | [`chat`] | S0 5.7 |
 //! | 9. The forward pass: Qwen3-MoE from Hugging Face checkpoints (with [`checkpoint`]) | [`qwen3`] | S0 5.5 |
 //! | appendix. The claims table | [`claims`] | both |
 //!

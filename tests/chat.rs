@@ -399,16 +399,94 @@ fn split_thinking_matches_the_template_rule() {
 #[test]
 fn chapter8_book_numbers() {
     // Exercise 1.
-    let msgs = [Message::new("user", "Hi"), Message::new("assistant", "Hello")];
+    let msgs = [
+        Message::new("user", "Hi"),
+        Message::new("assistant", "Hello"),
+    ];
     assert_eq!(
         render(&msgs, &[], &ChatOptions::default()).unwrap(),
         "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello<|im_end|>\n"
     );
     // The source block is 110 characters.
-    let src = [Message::new("system", "You are a helpful assistant."), Message::new("user", "你好")];
-    let opts = ChatOptions { add_generation_prompt: true, enable_thinking: None };
+    let src = [
+        Message::new("system", "You are a helpful assistant."),
+        Message::new("user", "你好"),
+    ];
+    let opts = ChatOptions {
+        add_generation_prompt: true,
+        enable_thinking: None,
+    };
     assert_eq!(render(&src, &[], &opts).unwrap().chars().count(), 110);
     // The early-stop text has one "</think>" and ends the block with a blank line.
     assert_eq!(EARLY_STOP_TEXT.matches("</think>").count(), 1);
     assert!(EARLY_STOP_TEXT.ends_with("now.\n</think>\n\n"));
+}
+
+#[test]
+fn cli_generate_injects_the_early_stop_text_at_exactly_n_thinking_tokens() {
+    // End to end on the bundled tiny Qwen3-MoE: a chat prompt whose assistant turn opens a
+    // think block, greedy decoding, budget N. The output must be the model's own first N
+    // tokens (as plain greedy generation gives them), then the early-stop text's ids.
+    let tok = llm_anatomy::tokenizer::Tokenizer::qwen().unwrap();
+    let prompt = tok
+        .encode("<|im_start|>user\nName a bird.<|im_end|>\n<|im_start|>assistant\n<think>\n")
+        .unwrap();
+    assert_eq!(prompt.last(), Some(&198)); // "\n" after <think>
+    let ids_arg = prompt
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let dir = llm_anatomy::qwen3::bundled_dir();
+    let early = ThinkingBudget::new(
+        0,
+        thinking::QWEN3_THINK_START,
+        thinking::QWEN3_THINK_END,
+        |t| tok.encode(t),
+    )
+    .unwrap()
+    .early_stop_ids;
+    let run = |extra: &[&str], n: &str| -> Vec<u32> {
+        let out = anatomy()
+            .arg("generate")
+            .arg(&dir)
+            .args(["--ids", &ids_arg, "--max-new-tokens", n, "--json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect()
+    };
+    let plain = run(&[], "5");
+    for n in [1usize, 3, 5] {
+        let ids = run(&["--thinking-budget", &n.to_string()], "40");
+        assert!(
+            !plain[..n].contains(&thinking::QWEN3_THINK_END),
+            "the model closed the block itself"
+        );
+        assert_eq!(
+            &ids[..n],
+            &plain[..n],
+            "budget {n}: the model's own tokens first"
+        );
+        assert_eq!(
+            &ids[n..n + early.len()],
+            &early[..],
+            "budget {n}: early-stop text at index {n}"
+        );
+        assert!(
+            ids.len() > n + early.len(),
+            "generation continues after the injection"
+        );
+    }
 }

@@ -92,6 +92,9 @@ fn opt_clip_logits() {
     let v = value("opt.clip_logits");
     assert!(v > 1000.0, "{v}");
     let capped = llm_anatomy::optim::qk_clip::logit_growth(300, 0.1, 1.0, Some(10.0));
-    assert!(capped.iter().all(|&m| m <= 10.0 * (1.0 + 1e-5)), "{capped:?}");
+    assert!(
+        capped.iter().all(|&m| m <= 10.0 * (1.0 + 1e-5)),
+        "{capped:?}"
+    );
     assert!(c.computed.contains("never exceeds 10.00"));
 }

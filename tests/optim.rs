@@ -496,9 +496,17 @@ fn chapter7_book_numbers() {
     // After five steps every x from 0.00151 up is in [0.68, 1.20]; 0.0014 is not yet.
     let p5 = |x: f64| (0..5).fold(x, |y, _| p(y));
     let start = 0.00151f64.log10();
-    let grid: Vec<f64> = (0..=20_000).map(|i| 10f64.powf(start - start * i as f64 / 20_000.0)).collect();
-    let (mn, mx) = grid.iter().map(|&x| p5(x)).fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(y), b.max(y)));
-    assert!(mn >= 0.68 && (mx * 100.0).round() / 100.0 == 1.20, "{mn} {mx}");
+    let grid: Vec<f64> = (0..=20_000)
+        .map(|i| 10f64.powf(start - start * i as f64 / 20_000.0))
+        .collect();
+    let (mn, mx) = grid
+        .iter()
+        .map(|&x| p5(x))
+        .fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(y), b.max(y)));
+    assert!(
+        mn >= 0.68 && (mx * 100.0).round() / 100.0 == 1.20,
+        "{mn} {mx}"
+    );
     assert!(p5(0.0014) < 0.68);
     // Exercise 4.
     assert_eq!(muon::adjust_lr(0.02, AdjustLr::Original, 4096, 1024), 0.04);
@@ -506,7 +514,11 @@ fn chapter7_book_numbers() {
     assert!((muon::adjust_lr(0.02, AdjustLr::MatchRmsAdamw, 4096, 1024) - 0.256).abs() < 1e-12);
     // Exercise 5: per-tensor 0-norms 5, 0, 2 → total 2.
     let t = |v: Vec<f32>| ArrayD::from_shape_vec(IxDyn(&[v.len()]), v).unwrap();
-    let grads = [t(vec![1.0, 2.0, 3.0, 4.0, 5.0, 0.0]), t(vec![0.0; 3]), t(vec![0.0, 7.0, 8.0])];
+    let grads = [
+        t(vec![1.0, 2.0, 3.0, 4.0, 5.0, 0.0]),
+        t(vec![0.0; 3]),
+        t(vec![0.0, 7.0, 8.0]),
+    ];
     assert_eq!(total_norm(&grads, 0.0), 2.0);
     // §7.3: the demo's measured numbers as the chapter prints them.
     let (long, short) = demo::book_runs();
@@ -524,14 +536,26 @@ fn chapter7_book_numbers() {
     assert_eq!(r3f(short, OptimizerKind::Muon), 0.351);
     assert_eq!(r3f(short, OptimizerKind::SgdMomentum), 0.351);
     let steps = long.config.eval_steps();
-    let (a, m) = (&long.sweep(OptimizerKind::Adam).best_curve, &long.sweep(OptimizerKind::Muon).best_curve);
+    let (a, m) = (
+        &long.sweep(OptimizerKind::Adam).best_curve,
+        &long.sweep(OptimizerKind::Muon).best_curve,
+    );
     let last_above = (0..steps.len()).rev().find(|&i| m[i] >= a[i]).unwrap();
     assert_eq!(steps[last_above + 1], 600);
-    assert_eq!(long.steps_to(OptimizerKind::Muon, *a.last().unwrap()), Some(750));
+    assert_eq!(
+        long.steps_to(OptimizerKind::Muon, *a.last().unwrap()),
+        Some(750)
+    );
     assert_eq!((r3(a[50]), r3(m[50]), steps[50]), (0.088, 0.104, 500));
     let ms = long.sweep(OptimizerKind::Muon);
     let best = ms.best_final;
-    let ratios: Vec<f64> = [1usize, 3].iter().map(|&i| ms.final_losses[i] / best).collect();
+    let ratios: Vec<f64> = [1usize, 3]
+        .iter()
+        .map(|&i| ms.final_losses[i] / best)
+        .collect();
     assert_eq!(ms.lrs[2], 0.03);
-    assert!(ratios.iter().all(|r| (18.0..=20.5).contains(r)), "{ratios:?}");
+    assert!(
+        ratios.iter().all(|r| (18.0..=20.5).contains(r)),
+        "{ratios:?}"
+    );
 }

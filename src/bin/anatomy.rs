@@ -184,16 +184,47 @@ fn exit_code(err: &anyhow::Error) -> u8 {
     }
 }
 
+/// The error and its causes, each once: library errors already quote their source in
+/// their own message, so a cause whose text the previous message ends with is skipped.
+fn describe(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if !out.ends_with(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
 fn main() -> ExitCode {
+    restore_sigpipe();
     let cli = Cli::parse();
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("anatomy: {err:#}");
+            eprintln!("anatomy: {}", describe(&err));
             ExitCode::from(exit_code(&err))
         }
     }
 }
+
+/// Lets `anatomy … | head` end quietly: Rust ignores SIGPIPE, so a closed pipe would make
+/// `println!` panic; with the default disposition the process just ends, like any Unix tool.
+#[cfg(unix)]
+fn restore_sigpipe() {
+    // SAFETY: `signal` with SIG_DFL installs no Rust handler and touches no Rust state; it is
+    // called first thing in main, before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(not(unix))]
+fn restore_sigpipe() {}
 
 fn run(command: Command) -> anyhow::Result<()> {
     match command {
@@ -481,7 +512,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 theta,
                 parsed.as_ref(),
                 max_position_embeddings,
-                "--scaling",
+                "anatomy rope",
             )?;
             let init = cfg.init(seq_len).context("computing RoPE frequencies")?;
             if json {

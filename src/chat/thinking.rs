@@ -2,9 +2,9 @@
 //! `<think> … </think>` before its answer. To cap the reasoning at N tokens, the
 //! generation loop counts the tokens produced after `<think>`; when N are spent and the
 //! model has not closed the block itself, the loop appends the early-stop text
-//! ("Considering the limited time by the user, I have to give the solution based on the
-//! thinking directly now.\n</think>\n\n", which closes the block) to the model's own
-//! output and lets it continue with the answer.
+//! [`EARLY_STOP_TEXT`] ("Considering the limited time by the user, …", which ends with
+//! `</think>` and so closes the block) to the model's own output and lets it continue with
+//! the answer.
 //!
 //! The loop is generic: the model is any `FnMut(&[u32]) -> Result<u32>` that returns the
 //! next token id for a context, and the early-stop text is tokenised by any text → ids

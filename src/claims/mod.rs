@@ -103,7 +103,13 @@ pub fn find(id: &str) -> Option<Claim> {
 
 /// The claims table in Markdown (the book's appendix is this text, checked by a test).
 pub fn markdown_table(claims: &[Claim]) -> String {
-    let esc = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+    // Pipes would split cells; angle brackets (`<think>`) would be read as HTML tags.
+    let esc = |s: &str| {
+        s.replace('|', "\\|")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('\n', " ")
+    };
     let mut out = String::from(
         "| id | section | status | stated | computed | note |\n|---|---|---|---|---|---|\n",
     );

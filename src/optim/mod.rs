@@ -7,7 +7,8 @@
 //! Each is checked against the library that defines it (`torch.optim.Muon`,
 //! `torch.nn.utils.clip_grad_norm_`, torch 2.15; fixtures by `scripts/gen_optim_fixtures.py`).
 //!
-//! Claims: `opt.clip`, `opt.muon_orthogonal`, `opt.qk_clip`.
+//! Claims: `opt.clip`, `opt.muon_orthogonal`, `opt.qk_clip`, `opt.clip_logits` (an erratum:
+//! the source credits gradient clipping with bounding the logits).
 //!
 //! - [`muon`]: Newton–Schulz, the Muon step, torch's learning-rate adjustment.
 //! - [`clip`]: `clip_grad_norm` for any p-norm.

@@ -75,7 +75,7 @@ pub fn qk_clip(
     tau: f32,
 ) -> Result<QkClipReport> {
     let n_heads = max_logits.len();
-    if n_heads == 0 || w_q.nrows() % n_heads != 0 || w_q.dim() != w_k.dim() {
+    if n_heads == 0 || !w_q.nrows().is_multiple_of(n_heads) || w_q.dim() != w_k.dim() {
         return Err(Error::Invalid(format!(
             "qk_clip: W_q {:?} and W_k {:?} do not split into {n_heads} heads",
             w_q.dim(),
@@ -104,7 +104,7 @@ fn check_shapes(
     n_heads: usize,
 ) -> Result<()> {
     if n_heads == 0
-        || w_q.nrows() % n_heads != 0
+        || !w_q.nrows().is_multiple_of(n_heads)
         || w_q.dim() != w_k.dim()
         || w_q.ncols() != x.ncols()
     {
@@ -142,8 +142,14 @@ pub fn logit_growth(steps: usize, lr: f32, grad_clip: f32, tau: Option<f32>) -> 
         };
         let mut grads = vec![outer(&k1, &x0).into_dyn(), outer(&q0, &x1).into_dyn()];
         super::clip::clip_grad_norm(&mut grads, grad_clip, 2.0);
-        let g_q = grads[0].view().into_dimensionality::<ndarray::Ix2>().expect("2-D");
-        let g_k = grads[1].view().into_dimensionality::<ndarray::Ix2>().expect("2-D");
+        let g_q = grads[0]
+            .view()
+            .into_dimensionality::<ndarray::Ix2>()
+            .expect("2-D");
+        let g_k = grads[1]
+            .view()
+            .into_dimensionality::<ndarray::Ix2>()
+            .expect("2-D");
         w_q.scaled_add(-lr, &g_q);
         w_k.scaled_add(-lr, &g_k);
         if let Some(tau) = tau {
