@@ -731,7 +731,9 @@ fn newton_schulz_map(root: &Area) -> DrawResult {
         .x_desc("normalised singular value x = σ / ‖G‖_F (log scale)")
         .y_desc("after k steps")
         .draw()?;
-    let xs: Vec<f64> = (0..=400).map(|i| 10f64.powf(-3.0 + 3.0 * i as f64 / 400.0)).collect();
+    let xs: Vec<f64> = (0..=400)
+        .map(|i| 10f64.powf(-3.0 + 3.0 * i as f64 / 400.0))
+        .collect();
     let colors = [
         RGBColor(200, 200, 240),
         RGBColor(150, 150, 230),
@@ -768,7 +770,11 @@ fn newton_schulz_map(root: &Area) -> DrawResult {
     Ok(())
 }
 
-const OPT_COLORS: [RGBColor; 3] = [RGBColor(230, 120, 0), RGBColor(30, 100, 200), RGBColor(200, 30, 60)];
+const OPT_COLORS: [RGBColor; 3] = [
+    RGBColor(230, 120, 0),
+    RGBColor(30, 100, 200),
+    RGBColor(200, 30, 60),
+];
 
 /// Held-out loss against steps for SGD-momentum, Adam and Muon at their tuned learning
 /// rates: left the 1 000-step budget, right the 300-step one.
@@ -807,7 +813,12 @@ fn muon_demo(root: &Area) -> DrawResult {
                         .map(|(&t, &l)| (t as f64, l.max(5e-3))),
                     color.stroke_width(2),
                 ))?
-                .label(format!("{}, lr {} → {:.4}", s.kind.name(), s.best_lr, s.best_final))
+                .label(format!(
+                    "{}, lr {} → {:.4}",
+                    s.kind.name(),
+                    s.best_lr,
+                    s.best_final
+                ))
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
                 });
@@ -853,7 +864,12 @@ fn muon_sweep(root: &Area) -> DrawResult {
                 .map(|(&lr, &l)| (lr, l.clamp(5e-3, 5.0)))
                 .collect();
             if dashed {
-                chart.draw_series(DashedLineSeries::new(points.clone(), 6, 4, color.stroke_width(2)))?;
+                chart.draw_series(DashedLineSeries::new(
+                    points.clone(),
+                    6,
+                    4,
+                    color.stroke_width(2),
+                ))?;
             } else {
                 chart
                     .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?

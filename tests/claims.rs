@@ -10,11 +10,16 @@ fn claim(id: &str) -> claims::Claim {
 }
 
 fn value(id: &str) -> f64 {
-    claim(id).value.unwrap_or_else(|| panic!("claim {id} has no value"))
+    claim(id)
+        .value
+        .unwrap_or_else(|| panic!("claim {id} has no value"))
 }
 
 fn assert_close(got: f64, want: f64, rel: f64) {
-    assert!((got - want).abs() <= rel * want.abs(), "got {got}, want {want} (rel tol {rel})");
+    assert!(
+        (got - want).abs() <= rel * want.abs(),
+        "got {got}, want {want} (rel tol {rel})"
+    );
 }
 
 #[test]
@@ -23,7 +28,11 @@ fn registry_ids_are_unique_and_every_claim_has_a_note() {
     let ids: HashSet<_> = all.iter().map(|c| c.id).collect();
     assert_eq!(ids.len(), all.len(), "duplicate claim ids");
     for c in &all {
-        assert!(!c.note.is_empty() && !c.computed.is_empty(), "{} lacks a note or a computed value", c.id);
+        assert!(
+            !c.note.is_empty() && !c.computed.is_empty(),
+            "{} lacks a note or a computed value",
+            c.id
+        );
         if c.status != Status::NeedsData {
             assert!(c.value.is_some(), "{} has no value to pin", c.id);
         }
@@ -60,7 +69,10 @@ fn rope_layouts() {
 
 #[test]
 fn rope_permutation_equivariance() {
-    assert_eq!(claim("rope.permutation_equivariance").status, Status::Reproduced);
+    assert_eq!(
+        claim("rope.permutation_equivariance").status,
+        Status::Reproduced
+    );
     assert!(value("rope.permutation_equivariance") < 1e-6);
 }
 
@@ -81,18 +93,29 @@ fn rope_clock_mid() {
 fn rope_clock_slow() {
     assert_eq!(claim("rope.clock.slow").status, Status::Erratum);
     // i = 63: θ = 10^(−4·126/128).
-    assert_close(value("rope.clock.slow"), 2.0 * PI * 10f64.powf(4.0 * 126.0 / 128.0), 1e-12);
+    assert_close(
+        value("rope.clock.slow"),
+        2.0 * PI * 10f64.powf(4.0 * 126.0 / 128.0),
+        1e-12,
+    );
 }
 
 #[test]
 fn rope_clock_slow_qwen3() {
     assert_eq!(claim("rope.clock.slow_qwen3").status, Status::Erratum);
-    assert_close(value("rope.clock.slow_qwen3"), 2.0 * PI * 10f64.powf(6.0 * 126.0 / 128.0), 1e-12);
+    assert_close(
+        value("rope.clock.slow_qwen3"),
+        2.0 * PI * 10f64.powf(6.0 * 126.0 / 128.0),
+        1e-12,
+    );
 }
 
 #[test]
 fn rope_slowest_quarter_turn() {
-    assert_eq!(claim("rope.slowest_quarter_turn").status, Status::Reproduced);
+    assert_eq!(
+        claim("rope.slowest_quarter_turn").status,
+        Status::Reproduced
+    );
     assert_close(value("rope.slowest_quarter_turn"), 5000.0 * PI, 1e-15);
 }
 
@@ -108,7 +131,11 @@ fn rope_decay_shape() {
     assert_eq!(c.status, Status::Erratum);
     // The fitted slope per unit of ln τ is close to −(d/2)/ln(base) = −64/ln 10⁴.
     let predicted = -64.0 / 10_000f64.ln();
-    assert!((value("rope.decay_shape") - predicted).abs() < 0.1, "{}", c.computed);
+    assert!(
+        (value("rope.decay_shape") - predicted).abs() < 0.1,
+        "{}",
+        c.computed
+    );
 }
 
 #[test]
@@ -152,7 +179,11 @@ fn ext_yarn_bands() {
     let kept = (0..64)
         .filter(|&i| 32768.0 * 1e6f64.powf(-(2.0 * i as f64) / 128.0) / (2.0 * PI) > 32.0)
         .count();
-    assert!(c.computed.contains(&format!("{kept} planes kept")), "{}", c.computed);
+    assert!(
+        c.computed.contains(&format!("{kept} planes kept")),
+        "{}",
+        c.computed
+    );
 }
 
 #[test]
@@ -164,7 +195,11 @@ fn ext_deepseek_v3() {
 #[test]
 fn ext_qwen3_theta() {
     assert_eq!(claim("ext.qwen3_theta").status, Status::Erratum);
-    assert_close(value("ext.qwen3_theta"), 2.0 * PI * 10f64.powf(6.0 * 126.0 / 128.0), 1e-12);
+    assert_close(
+        value("ext.qwen3_theta"),
+        2.0 * PI * 10f64.powf(6.0 * 126.0 / 128.0),
+        1e-12,
+    );
 }
 
 #[test]
@@ -172,7 +207,11 @@ fn ext_attention_matrix_memory() {
     let c = claim("ext.attention_matrix_memory");
     assert_eq!(c.status, Status::Erratum);
     assert_eq!(value("ext.attention_matrix_memory"), 128_000.0 * 128_000.0);
-    assert!(c.computed.contains("32.8 GB") && c.computed.contains("32 GiB"), "{}", c.computed);
+    assert!(
+        c.computed.contains("32.8 GB") && c.computed.contains("32 GiB"),
+        "{}",
+        c.computed
+    );
 }
 
 #[test]

@@ -12,7 +12,11 @@ fn max_diff(a: &ndarray::Array2<f32>, b: &ndarray::Array2<f32>) -> f32 {
 #[test]
 fn tiled_equals_naive_for_every_mask_and_tile_size() {
     let x = random_tokens(3 * 50, 16, 11);
-    let (q, k, v) = (x.slice(s![0..50, ..]), x.slice(s![50..100, ..]), x.slice(s![100.., ..]));
+    let (q, k, v) = (
+        x.slice(s![0..50, ..]),
+        x.slice(s![50..100, ..]),
+        x.slice(s![100.., ..]),
+    );
     for mask in [Mask::None, Mask::Causal, Mask::SlidingWindow(7)] {
         let naive = naive_attention(q, k, v, 0.25, mask);
         for tile in [1, 3, 16, 50, 64] {
@@ -27,7 +31,11 @@ fn tiled_equals_naive_for_every_mask_and_tile_size() {
 fn one_new_query_attends_to_the_whole_cache() {
     // Decoding: the last query against all keys equals the last row of full causal attention.
     let x = random_tokens(3 * 20, 8, 12);
-    let (q, k, v) = (x.slice(s![0..20, ..]), x.slice(s![20..40, ..]), x.slice(s![40.., ..]));
+    let (q, k, v) = (
+        x.slice(s![0..20, ..]),
+        x.slice(s![20..40, ..]),
+        x.slice(s![40.., ..]),
+    );
     let full = naive_attention(q, k, v, 0.3, Mask::Causal);
     let last = naive_attention(q.slice(s![19..20, ..]), k, v, 0.3, Mask::Causal);
     assert!(max_diff(&full.slice(s![19..20, ..]).to_owned(), &last) == 0.0);
@@ -44,8 +52,19 @@ fn sliding_window_ignores_keys_outside_the_window() {
     let a = naive_attention(q, k, v.view(), 0.3, Mask::SlidingWindow(4));
     let b = naive_attention(q, k, v2.view(), 0.3, Mask::SlidingWindow(4));
     // Query 4 onwards cannot see key 0 (window 4 covers positions i−3..i).
-    assert_eq!(max_diff(&a.slice(s![4.., ..]).to_owned(), &b.slice(s![4.., ..]).to_owned()), 0.0);
-    assert!(max_diff(&a.slice(s![0..4, ..]).to_owned(), &b.slice(s![0..4, ..]).to_owned()) > 1.0);
+    assert_eq!(
+        max_diff(
+            &a.slice(s![4.., ..]).to_owned(),
+            &b.slice(s![4.., ..]).to_owned()
+        ),
+        0.0
+    );
+    assert!(
+        max_diff(
+            &a.slice(s![0..4, ..]).to_owned(),
+            &b.slice(s![0..4, ..]).to_owned()
+        ) > 1.0
+    );
 }
 
 #[test]
@@ -53,7 +72,10 @@ fn kv_cache_of_qwen3_30b_a3b() {
     // 48 layers × 4 KV heads × 128 dims × (K and V) × 2 bytes.
     let per_token = memory::kv_cache_bytes_per_token(48, 4, 128, 2);
     assert_eq!(per_token, 48 * 4 * 128 * 2 * 2);
-    assert_eq!(memory::kv_cache_bytes(32_768, 48, 4, 128, 2), 32_768 * per_token);
+    assert_eq!(
+        memory::kv_cache_bytes(32_768, 48, 4, 128, 2),
+        32_768 * per_token
+    );
     let (gb, gib) = memory::gb_and_gib(1 << 30);
     assert_eq!(gib, 1.0);
     assert!((gb - 1.073741824).abs() < 1e-12);
@@ -75,16 +97,36 @@ fn dynamic_ntk_is_the_plain_base_up_to_the_trained_length() {
 fn bad_scaling_objects_are_errors_naming_the_field() {
     let bad = [
         (serde_json::json!({"rope_type": "linear"}), "factor"),
-        (serde_json::json!({"rope_type": "linear", "factor": "eight"}), "factor"),
-        (serde_json::json!({"rope_type": "nope", "factor": 2}), "rope_type"),
-        (serde_json::json!({"rope_type": "dynamic", "factor": 2}), "max_position_embeddings"),
-        (serde_json::json!({"rope_type": "llama3", "factor": 8, "low_freq_factor": 1}), "high_freq_factor"),
-        (serde_json::json!({"rope_type": "yarn", "factor": -1, "original_max_position_embeddings": 4096}), "factor"),
+        (
+            serde_json::json!({"rope_type": "linear", "factor": "eight"}),
+            "factor",
+        ),
+        (
+            serde_json::json!({"rope_type": "nope", "factor": 2}),
+            "rope_type",
+        ),
+        (
+            serde_json::json!({"rope_type": "dynamic", "factor": 2}),
+            "max_position_embeddings",
+        ),
+        (
+            serde_json::json!({"rope_type": "llama3", "factor": 8, "low_freq_factor": 1}),
+            "high_freq_factor",
+        ),
+        (
+            serde_json::json!({"rope_type": "yarn", "factor": -1, "original_max_position_embeddings": 4096}),
+            "factor",
+        ),
         (serde_json::json!([1, 2]), "rope_scaling"),
     ];
     for (obj, field) in bad {
-        let err = scaling::RopeConfig::new(128, 1e4, Some(&obj), None, "cfg.json").unwrap_err().to_string();
-        assert!(err.contains(field) && err.contains("cfg.json"), "{obj}: {err}");
+        let err = scaling::RopeConfig::new(128, 1e4, Some(&obj), None, "cfg.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(field) && err.contains("cfg.json"),
+            "{obj}: {err}"
+        );
     }
     assert!(scaling::RopeConfig::new(127, 1e4, None, None, "cfg.json").is_err());
 }
