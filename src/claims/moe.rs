@@ -241,19 +241,7 @@ fn moe_estimate_exercise() -> Outcome {
 }
 
 fn moe_ep_example() -> Outcome {
-    let (moe, x) = expert_parallel::text_example();
-    let (router, experts) = (moe.router(), moe.experts());
-    let ep = expert_parallel::expert_parallel(
-        &x,
-        expert_parallel::HIDDEN,
-        &router,
-        &experts,
-        expert_parallel::K,
-        true,
-        expert_parallel::WORKERS,
-    );
-    let (single, _) = moe_bucketed(&x, expert_parallel::HIDDEN, &router, &experts, 2, true);
-    let d = max_abs_diff(&ep.output, &single);
+    let (ep, d) = expert_parallel::text_example_compared();
     let t = ep.traffic;
     outcome(
         d as f64,

@@ -308,3 +308,18 @@ pub fn render_markdown(r: &EpResult, max_abs_diff: f32) -> String {
     ));
     s
 }
+
+/// The text's example run both ways: expert-parallel over two workers, and the
+/// single-worker bucketed layer, with the largest difference between their outputs.
+pub fn text_example_compared() -> (EpResult, f32) {
+    let (moe, x) = text_example();
+    let (router, experts) = (moe.router(), moe.experts());
+    let ep = expert_parallel(&x, HIDDEN, &router, &experts, K, true, WORKERS);
+    let (single, _) = super::layer::moe_bucketed(&x, HIDDEN, &router, &experts, K, true);
+    let diff = ep
+        .output
+        .iter()
+        .zip(&single)
+        .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+    (ep, diff)
+}

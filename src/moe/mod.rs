@@ -25,23 +25,7 @@ pub mod router;
 /// The text blocks the book includes from `book/src/generated/` (file name, contents),
 /// all printed by the code; `tests/moe.rs` checks the files are current.
 pub fn book_snippets() -> Vec<(&'static str, String)> {
-    let (moe, x) = expert_parallel::text_example();
-    let (router, experts) = (moe.router(), moe.experts());
-    let ep = expert_parallel::expert_parallel(
-        &x,
-        expert_parallel::HIDDEN,
-        &router,
-        &experts,
-        expert_parallel::K,
-        true,
-        expert_parallel::WORKERS,
-    );
-    let (single, _) = moe_bucketed(&x, expert_parallel::HIDDEN, &router, &experts, 2, true);
-    let diff = ep
-        .output
-        .iter()
-        .zip(&single)
-        .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+    let (ep, diff) = expert_parallel::text_example_compared();
     let (cfg, runs) = balance::book_runs();
     vec![
         (
