@@ -243,6 +243,45 @@ pub fn tour_demo() -> Result<String> {
     // 3. The overview's exercise: which experts do the word classes go to?
     let classes = word_class_routing(&model, &tok)?;
     s.push_str(&class_text(&classes));
+
+    // 4. The whole pipeline a chat model runs: template → ids → forward → generate. The toy
+    // model never saw ChatML, so its answer is noise; the point is the plumbing.
+    let message = |role: &str, text: &str| crate::chat::template::Message {
+        role: role.into(),
+        content: crate::chat::template::Content::Text(text.into()),
+        reasoning_content: None,
+        tool_calls: vec![],
+    };
+    let prompt = crate::chat::template::render(
+        &[
+            message("system", "You are a helpful assistant."),
+            message("user", "Name an animal."),
+        ],
+        &[],
+        &crate::chat::template::ChatOptions {
+            add_generation_prompt: true,
+            enable_thinking: Some(false),
+        },
+    )?;
+    let chat_ids = tok.encode(&prompt)?;
+    let answer = generate(
+        &model,
+        &chat_ids,
+        &GenerateOptions {
+            max_new_tokens: 6,
+            sampling: Sampling::Greedy,
+            stop: vec![],
+        },
+        |_| {},
+    )?;
+    let _ = writeln!(
+        s,
+        "chat template → {} ids (first {:?}, <|im_start|> = 151644) → forward → greedy {:?} = {:?} (the toy model was not trained on chat)",
+        chat_ids.len(),
+        &chat_ids[..3.min(chat_ids.len())],
+        answer,
+        tok.decode(&answer)?
+    );
     Ok(s)
 }
 
