@@ -13,10 +13,12 @@
 //! | 5. Mixture of Experts: router, experts, bucketed layer, balancing, expert parallelism | [`moe`] | S0 5.4, S1 §3 |
 //! | 6. Qwen3-30B-A3B by the numbers: parameters, memory, KV cache, FLOPs | [`params`] | S0 5.5 |
 //! | 9. The forward pass: Qwen3-MoE from Hugging Face checkpoints (with [`checkpoint`]) | [`qwen3`] | S0 5.5 |
+//! | 10. Performance: bandwidth, FMA peak, prefill/decode rates and their ceilings | [`bench`] | — |
 //! | appendix. The claims table | [`claims`] | both |
 //!
 //! Primitives shared by every chapter live in [`kernels`]; plots in [`figures`].
 
+pub mod bench;
 pub mod chat;
 pub mod checkpoint;
 pub mod claims;
