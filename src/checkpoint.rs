@@ -266,8 +266,12 @@ impl Checkpoint {
         // condition — nobody rewrites a checkpoint while a program reads it — is the
         // documented precondition of `Checkpoint::open`, the same one every mmap-based
         // loader (safetensors, candle, llama.cpp) makes. Every byte range taken from the
-        // mapping below is checked against its length first.
-        let map = unsafe { Mmap::map(&file) }.map_err(|e| io(path, e))?;
+        // mapping below is checked against its length first. `populate` (MAP_POPULATE)
+        // maps every page now, from the page cache, so a decode step never stops on a page
+        // fault the first time it touches an expert (chapter 10); the pages are still the
+        // file's, shared, not a second copy.
+        let map = unsafe { memmap2::MmapOptions::new().populate().map(&file) }
+            .map_err(|e| io(path, e))?;
         let shard = self.shards.len();
         let entries = parse_header(path, &map)?;
         for (name, info, start, end) in entries {

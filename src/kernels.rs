@@ -200,51 +200,65 @@ impl Matrix<'_> {
     /// batched, parallel form of [`Matrix::matvec`] (`out` is `[n, rows]`, row-major).
     /// Each weight row block is read from memory once per call, whatever `n` is.
     pub fn matmul(&self, xs: &[f32], out: &mut [f32]) {
-        assert_eq!(xs.len() % self.cols.max(1), 0, "matmul: input length");
-        let n = xs.len() / self.cols.max(1);
-        assert_eq!(out.len(), n * self.rows, "matmul: output length");
-        if n == 1 {
-            // [1, rows] is already the row-block-major layout the tasks write.
-            self.matmul_t(xs, 1, out);
-        } else {
-            let mut out_t = vec![0.0f32; self.rows * n];
-            self.matmul_t(xs, n, &mut out_t);
-            for (r, col) in out_t.chunks_exact(n).enumerate() {
-                for (t, &v) in col.iter().enumerate() {
-                    out[t * self.rows + r] = v;
-                }
-            }
-        }
-    }
-
-    /// The transposed product `out_t[r, t]`, rows split across rayon tasks.
-    fn matmul_t(&self, xs: &[f32], n: usize, out_t: &mut [f32]) {
         use rayon::prelude::*;
         let cols = self.cols;
-        let work = |(b, o): (usize, &mut [f32])| {
+        assert!(cols > 0 && xs.len() % cols == 0, "matmul: input length");
+        let n = xs.len() / cols;
+        assert_eq!(out.len(), n * self.rows, "matmul: output length");
+        let rows = self.rows;
+        let dst = OutPtr(out.as_mut_ptr());
+        let work = |b: usize| {
             let r0 = b * ROW_BLOCK;
-            let rows = o.len() / n;
+            let r1 = (r0 + ROW_BLOCK).min(rows);
+            let o = Out {
+                ptr: dst,
+                stride: rows,
+                r0,
+            };
             match self.data {
-                WeightData::F32(d) => {
-                    tile_dispatch(&d[r0 * cols..(r0 + rows) * cols], cols, xs, n, o)
-                }
-                WeightData::Bf16(d) => {
-                    tile_dispatch(&d[r0 * cols..(r0 + rows) * cols], cols, xs, n, o)
-                }
-                WeightData::F16(d) => {
-                    tile_dispatch(&d[r0 * cols..(r0 + rows) * cols], cols, xs, n, o)
-                }
+                WeightData::F32(d) => tile_dispatch(&d[r0 * cols..r1 * cols], cols, xs, n, o),
+                WeightData::Bf16(d) => tile_dispatch(&d[r0 * cols..r1 * cols], cols, xs, n, o),
+                WeightData::F16(d) => tile_dispatch(&d[r0 * cols..r1 * cols], cols, xs, n, o),
             }
         };
-        if self.rows * cols * n < 1 << 15 {
+        let blocks = rows.div_ceil(ROW_BLOCK);
+        if rows * cols * n < 1 << 15 {
             // Too small to be worth waking the pool (tiny test models).
-            out_t.chunks_mut(ROW_BLOCK * n).enumerate().for_each(work);
+            (0..blocks).for_each(work);
         } else {
-            out_t
-                .par_chunks_mut(ROW_BLOCK * n)
-                .enumerate()
-                .for_each(work);
+            (0..blocks).into_par_iter().for_each(work);
         }
+    }
+}
+
+/// The output pointer shared by the tasks of one [`Matrix::matmul`].
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: the pointer is only written through `Out::set`, whose contract makes the tasks of
+// one matmul write disjoint elements (each owns the rows of its block), and `matmul` holds
+// the `&mut [f32]` it came from until every task has finished.
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+/// One task's view of `out` (`[n, stride]`): it owns rows `r0 .. r0 + ROW_BLOCK`.
+#[derive(Clone, Copy)]
+struct Out {
+    ptr: OutPtr,
+    stride: usize,
+    r0: usize,
+}
+
+impl Out {
+    /// `out[t, r0 + r] = v`.
+    ///
+    /// # Safety
+    /// `r` must be a row of this task's block (`r < ROW_BLOCK`, `r0 + r < stride`) and
+    /// `t < n`: then the element is inside `out` (`n · stride` long) and no other task
+    /// writes it (the other tasks own other row blocks).
+    #[inline(always)]
+    unsafe fn set(self, t: usize, r: usize, v: f32) {
+        // SAFETY: in bounds and unshared, by the caller's contract above.
+        unsafe { *self.ptr.0.add(t * self.stride + self.r0 + r) = v };
     }
 }
 
@@ -303,8 +317,8 @@ impl Elem for half::f16 {
     }
 }
 
-/// `out_t[r, t] = w[r]·xs[t]` for the rows of `w` (`[rows, cols]`) and the `n` tokens.
-fn tile_dispatch<E: Elem>(w: &[E], cols: usize, xs: &[f32], n: usize, out_t: &mut [f32]) {
+/// `out[t, r0 + r] = w[r]·xs[t]` for the rows of `w` (`[rows ≤ ROW_BLOCK, cols]`).
+fn tile_dispatch<E: Elem>(w: &[E], cols: usize, xs: &[f32], n: usize, out: Out) {
     #[cfg(target_arch = "x86_64")]
     if cols >= 8
         && is_x86_feature_detected!("avx2")
@@ -312,72 +326,65 @@ fn tile_dispatch<E: Elem>(w: &[E], cols: usize, xs: &[f32], n: usize, out_t: &mu
         && is_x86_feature_detected!("f16c")
     {
         // SAFETY: the three features the function is compiled with were detected above.
-        unsafe { tiles_avx2(w, cols, xs, n, out_t) };
+        unsafe { tiles_avx2(w, cols, xs, n, out) };
         return;
     }
-    tiles_portable(w, cols, xs, n, out_t);
+    tiles_portable(w, cols, xs, n, out);
 }
 
 /// Portable fallback: one widened dot product per (row, token).
-fn tiles_portable<E: Elem>(w: &[E], cols: usize, xs: &[f32], n: usize, out_t: &mut [f32]) {
+fn tiles_portable<E: Elem>(w: &[E], cols: usize, xs: &[f32], n: usize, out: Out) {
     let mut row = vec![0.0f32; cols];
-    for (wr, o) in w.chunks_exact(cols).zip(out_t.chunks_exact_mut(n)) {
-        for (r, v) in row.iter_mut().zip(wr) {
-            *r = v.widen();
+    for (r, wr) in w.chunks_exact(cols).enumerate() {
+        for (v, e) in row.iter_mut().zip(wr) {
+            *v = e.widen();
         }
-        for (ot, x) in o.iter_mut().zip(xs.chunks_exact(cols)) {
-            *ot = dot(&row, x);
+        for t in 0..n {
+            let x = &xs[t * cols..(t + 1) * cols];
+            // SAFETY: r < rows of this block (≤ ROW_BLOCK, inside `stride`) and t < n.
+            unsafe { out.set(t, r, dot(&row, x)) };
         }
     }
 }
 
-/// Rows in groups of 3 (4 when there is a single token) and tokens in groups of 4, each
-/// group one register tile.
+/// Rows in groups of 3 (4 when there is a single token) and tokens in groups of 3, each
+/// group one register tile: 3×3 accumulators + 3 inputs + 1 weight vector fit the 16 ymm
+/// registers without spilling.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn tiles_avx2<E: Elem>(w: &[E], cols: usize, xs: &[f32], n: usize, out_t: &mut [f32]) {
+fn tiles_avx2<E: Elem>(w: &[E], cols: usize, xs: &[f32], n: usize, out: Out) {
     let rows = w.len() / cols;
+    let rstep = if n == 1 { 4 } else { 3 };
     let mut t0 = 0;
     while t0 < n {
         let t_end = (t0 + TOKEN_BLOCK).min(n);
         let mut r = 0;
         while r < rows {
+            let rn = (rows - r).min(rstep);
             let mut t = t0;
             while t < t_end {
-                let tn = (t_end - t).min(4);
-                let rn = if n == 1 {
-                    (rows - r).min(4)
-                } else {
-                    (rows - r).min(3)
-                };
-                // SAFETY: rows r..r+rn < rows and tokens t..t+tn < n, so every row slice
-                // and token slice the tile reads is in bounds of `w` and `xs`, and the
-                // outputs (r+i)·n + t+j are in bounds of `out_t` (rows·n long); the CPU
-                // features were checked by the caller of this function.
+                let tn = (t_end - t).min(3);
+                // SAFETY: rows r..r+rn ≤ rows and tokens t..t+tn ≤ n, so every weight row
+                // and input row the tile reads lies in `w` and `xs`, and it writes only
+                // rows of this block for tokens < n (the contract of `Out::set`); the CPU
+                // features were checked by this function's caller.
                 unsafe {
                     match (rn, tn) {
-                        (4, 1) => tile::<E, 4, 1>(w, cols, xs, n, out_t, r, t),
-                        (3, 4) => tile::<E, 3, 4>(w, cols, xs, n, out_t, r, t),
-                        (3, 3) => tile::<E, 3, 3>(w, cols, xs, n, out_t, r, t),
-                        (3, 2) => tile::<E, 3, 2>(w, cols, xs, n, out_t, r, t),
-                        (3, 1) => tile::<E, 3, 1>(w, cols, xs, n, out_t, r, t),
-                        (2, 4) => tile::<E, 2, 4>(w, cols, xs, n, out_t, r, t),
-                        (2, 3) => tile::<E, 2, 3>(w, cols, xs, n, out_t, r, t),
-                        (2, 2) => tile::<E, 2, 2>(w, cols, xs, n, out_t, r, t),
-                        (2, 1) => tile::<E, 2, 1>(w, cols, xs, n, out_t, r, t),
-                        (1, 4) => tile::<E, 1, 4>(w, cols, xs, n, out_t, r, t),
-                        (1, 3) => tile::<E, 1, 3>(w, cols, xs, n, out_t, r, t),
-                        (1, 2) => tile::<E, 1, 2>(w, cols, xs, n, out_t, r, t),
-                        _ => tile::<E, 1, 1>(w, cols, xs, n, out_t, r, t),
+                        (4, _) => tile::<E, 4, 1>(w, cols, xs, out, r, t),
+                        (3, 3) => tile::<E, 3, 3>(w, cols, xs, out, r, t),
+                        (3, 2) => tile::<E, 3, 2>(w, cols, xs, out, r, t),
+                        (3, 1) => tile::<E, 3, 1>(w, cols, xs, out, r, t),
+                        (2, 3) => tile::<E, 2, 3>(w, cols, xs, out, r, t),
+                        (2, 2) => tile::<E, 2, 2>(w, cols, xs, out, r, t),
+                        (2, 1) => tile::<E, 2, 1>(w, cols, xs, out, r, t),
+                        (1, 3) => tile::<E, 1, 3>(w, cols, xs, out, r, t),
+                        (1, 2) => tile::<E, 1, 2>(w, cols, xs, out, r, t),
+                        _ => tile::<E, 1, 1>(w, cols, xs, out, r, t),
                     }
                 }
                 t += tn;
             }
-            r += if n == 1 {
-                (rows - r).min(4)
-            } else {
-                (rows - r).min(3)
-            };
+            r += rn;
         }
         t0 = t_end;
     }
@@ -387,17 +394,15 @@ fn tiles_avx2<E: Elem>(w: &[E], cols: usize, xs: &[f32], n: usize, out_t: &mut [
 /// independent accumulators; the `cols % 8` tail is summed in scalar.
 ///
 /// # Safety
-/// Rows `r..r+R` of `w` and tokens `t..t+T` of `xs` must exist, and the CPU must support
-/// AVX2, FMA and F16C.
+/// Rows `r..r+R` of `w` (`[rows, cols]`, rows of this task's block) and tokens `t..t+T`
+/// of `xs` must exist, and the CPU must support AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-#[allow(clippy::too_many_arguments)]
 unsafe fn tile<E: Elem, const R: usize, const T: usize>(
     w: &[E],
     cols: usize,
     xs: &[f32],
-    n: usize,
-    out_t: &mut [f32],
+    out: Out,
     r: usize,
     t: usize,
 ) {
@@ -406,15 +411,26 @@ unsafe fn tile<E: Elem, const R: usize, const T: usize>(
     let main = cols / 8 * 8;
     let wp = w.as_ptr();
     let xp = xs.as_ptr();
+    let line = 64 / std::mem::size_of::<E>(); // elements per cache line
     let mut c = 0;
     while c < main {
         let mut xv = [_mm256_setzero_ps(); T];
         for (j, v) in xv.iter_mut().enumerate() {
-            // SAFETY: token t+j < n and c+8 ≤ cols, so the 8 floats lie inside xs.
+            // SAFETY: token t+j exists and c+8 ≤ cols, so the 8 floats lie inside xs.
             *v = unsafe { _mm256_loadu_ps(xp.add((t + j) * cols + c)) };
         }
+        if c % line == 0 {
+            // Each weight row is its own 4 KiB page in the big matrices and the hardware
+            // prefetcher stops at page boundaries, so fetch the next tile's rows ahead.
+            for i in 0..R {
+                let p = wp.wrapping_add((r + R + i) * cols + c) as *const i8;
+                // Prefetching is a hint that never faults, whatever the address;
+                // `wrapping_add` keeps the address computation itself defined.
+                _mm_prefetch::<_MM_HINT_T0>(p);
+            }
+        }
         for (i, a) in acc.iter_mut().enumerate() {
-            // SAFETY: row r+i < rows and c+8 ≤ cols, so the 8 elements lie inside w.
+            // SAFETY: row r+i exists and c+8 ≤ cols, so the 8 elements lie inside w.
             let wv = unsafe { E::load8(wp.add((r + i) * cols + c)) };
             for (aj, xj) in a.iter_mut().zip(&xv) {
                 *aj = _mm256_fmadd_ps(wv, *xj, *aj);
@@ -435,7 +451,9 @@ unsafe fn tile<E: Elem, const R: usize, const T: usize>(
             for k in main..cols {
                 s += wr[k].widen() * x[k];
             }
-            out_t[(r + i) * n + t + j] = s;
+            // SAFETY: row r+i is in this task's block and token t+j < n (the caller's
+            // contract), which is `Out::set`'s.
+            unsafe { out.set(t + j, r + i, s) };
         }
     }
 }
