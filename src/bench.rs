@@ -56,7 +56,8 @@ pub struct Machine {
     pub fma_gflop_s_per_core: f64,
     /// The same on all threads.
     pub fma_gflop_s: f64,
-    /// Which FMA loop ran ("avx2+fma" or "scalar").
+    /// Which FMA loop ran: the widest the matmul kernels use ("avx512f", "avx2+fma" or
+    /// "scalar"), so the ceiling is the one our kernels could reach.
     pub fma_kernel: &'static str,
 }
 
@@ -356,6 +357,15 @@ fn fma_peak(threads: usize) -> (f64, &'static str) {
 /// Runs the fastest FMA loop this CPU supports; returns (FLOPs done, kernel name).
 fn fma_loop(iters: u64, seed: f32) -> (f64, &'static str) {
     #[cfg(target_arch = "x86_64")]
+    if crate::kernels::use_avx512() {
+        // SAFETY: `use_avx512` checked that the CPU supports AVX-512F, the only
+        // requirement of calling a function compiled with that target feature.
+        let s = unsafe { fma_loop_avx512(iters, seed) };
+        std::hint::black_box(s);
+        // The same loop as the matmul's tiles run: 16 lanes per register.
+        return (iters as f64 * 10.0 * 16.0 * 2.0, "avx512f");
+    }
+    #[cfg(target_arch = "x86_64")]
     if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
         // SAFETY: the CPU supports AVX2 and FMA (checked just above), the only
         // requirement of calling a function compiled with those target features.
@@ -400,6 +410,24 @@ fn fma_loop_avx2(iters: u64, seed: f32) -> f32 {
     // SAFETY: `out` holds 8 f32, exactly what a 256-bit unaligned store writes.
     unsafe { _mm256_storeu_ps(out.as_mut_ptr(), s) };
     out.iter().sum()
+}
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn fma_loop_avx512(iters: u64, seed: f32) -> f32 {
+    use std::arch::x86_64::*;
+    let m = _mm512_set1_ps(std::hint::black_box(0.999_999));
+    let a = _mm512_set1_ps(std::hint::black_box(1e-7));
+    let mut r = [_mm512_set1_ps(seed); 10];
+    for _ in 0..iters {
+        for v in r.iter_mut() {
+            *v = _mm512_fmadd_ps(*v, m, a);
+        }
+    }
+    let mut s = _mm512_setzero_ps();
+    for v in r {
+        s = _mm512_add_ps(s, v);
+    }
+    _mm512_reduce_add_ps(s)
 }
 // ANCHOR_END: fma_peak
 

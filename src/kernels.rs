@@ -200,6 +200,15 @@ impl Matrix<'_> {
     /// batched, parallel form of [`Matrix::matvec`] (`out` is `[n, rows]`, row-major).
     /// Each weight row block is read from memory once per call, whatever `n` is.
     pub fn matmul(&self, xs: &[f32], out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        let wide = use_avx512();
+        #[cfg(not(target_arch = "x86_64"))]
+        let wide = false;
+        self.matmul_with(xs, out, wide);
+    }
+
+    /// [`Matrix::matmul`] with the AVX-512 tiles allowed or not (tests run both paths).
+    fn matmul_with(&self, xs: &[f32], out: &mut [f32], avx512: bool) {
         use rayon::prelude::*;
         let cols = self.cols;
         assert!(cols > 0 && xs.len() % cols == 0, "matmul: input length");
@@ -216,9 +225,15 @@ impl Matrix<'_> {
                 r0,
             };
             match self.data {
-                WeightData::F32(d) => tile_dispatch(&d[r0 * cols..r1 * cols], cols, xs, n, o),
-                WeightData::Bf16(d) => tile_dispatch(&d[r0 * cols..r1 * cols], cols, xs, n, o),
-                WeightData::F16(d) => tile_dispatch(&d[r0 * cols..r1 * cols], cols, xs, n, o),
+                WeightData::F32(d) => {
+                    tile_dispatch(&d[r0 * cols..r1 * cols], cols, xs, n, o, avx512)
+                }
+                WeightData::Bf16(d) => {
+                    tile_dispatch(&d[r0 * cols..r1 * cols], cols, xs, n, o, avx512)
+                }
+                WeightData::F16(d) => {
+                    tile_dispatch(&d[r0 * cols..r1 * cols], cols, xs, n, o, avx512)
+                }
             }
         };
         let blocks = rows.div_ceil(ROW_BLOCK);
@@ -271,6 +286,12 @@ trait Elem: Copy + Sync {
     /// `p..p+8` must be readable and the CPU must support AVX2 and F16C.
     #[cfg(target_arch = "x86_64")]
     unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256;
+    /// Sixteen elements starting at `p`, widened.
+    ///
+    /// # Safety
+    /// `p..p+16` must be readable and the CPU must support AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load16(p: *const Self) -> std::arch::x86_64::__m512;
 }
 
 impl Elem for f32 {
@@ -282,6 +303,12 @@ impl Elem for f32 {
     unsafe fn load8(p: *const f32) -> std::arch::x86_64::__m256 {
         // SAFETY: the caller guarantees 8 readable f32 at p and AVX support.
         unsafe { std::arch::x86_64::_mm256_loadu_ps(p) }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load16(p: *const f32) -> std::arch::x86_64::__m512 {
+        // SAFETY: the caller guarantees 16 readable f32 at p and AVX-512F support.
+        unsafe { std::arch::x86_64::_mm512_loadu_ps(p) }
     }
 }
 
@@ -301,6 +328,17 @@ impl Elem for half::bf16 {
             _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
         }
     }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load16(p: *const half::bf16) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::*;
+        // The same exact widening as `load8`, sixteen lanes.
+        // SAFETY: the caller guarantees 16 readable bf16 (32 bytes) at p and AVX-512F.
+        unsafe {
+            let h = _mm256_loadu_si256(p as *const __m256i);
+            _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
+        }
+    }
 }
 
 impl Elem for half::f16 {
@@ -315,10 +353,23 @@ impl Elem for half::f16 {
         // vcvtph2ps converts exactly.
         unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)) }
     }
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load16(p: *const half::f16) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::*;
+        // SAFETY: the caller guarantees 16 readable f16 (32 bytes) at p and AVX-512F.
+        unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i)) }
+    }
 }
 
 /// `out[t, r0 + r] = w[r]·xs[t]` for the rows of `w` (`[rows ≤ ROW_BLOCK, cols]`).
-fn tile_dispatch<E: Elem>(w: &[E], cols: usize, xs: &[f32], n: usize, out: Out) {
+fn tile_dispatch<E: Elem>(w: &[E], cols: usize, xs: &[f32], n: usize, out: Out, avx512: bool) {
+    #[cfg(target_arch = "x86_64")]
+    if avx512 && cols >= 16 && is_x86_feature_detected!("avx512f") {
+        // SAFETY: AVX-512F was detected just above.
+        unsafe { tiles_avx512(w, cols, xs, n, out) };
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     if cols >= 8
         && is_x86_feature_detected!("avx2")
@@ -458,6 +509,119 @@ unsafe fn tile<E: Elem, const R: usize, const T: usize>(
     }
 }
 
+/// Whether the matmul uses its AVX-512 tiles: when the CPU has AVX-512F and the
+/// environment does not set `ANATOMY_NO_AVX512` (to measure the AVX2 path on such a CPU).
+#[cfg(target_arch = "x86_64")]
+pub fn use_avx512() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        is_x86_feature_detected!("avx512f") && std::env::var_os("ANATOMY_NO_AVX512").is_none()
+    })
+}
+
+/// [`tiles_avx2`] with 16-lane registers: 32 of them hold a 4×4 tile (16 accumulators,
+/// 4 inputs, 1 weight vector) without spilling.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn tiles_avx512<E: Elem>(w: &[E], cols: usize, xs: &[f32], n: usize, out: Out) {
+    let rows = w.len() / cols;
+    let mut t0 = 0;
+    while t0 < n {
+        let t_end = (t0 + TOKEN_BLOCK).min(n);
+        let mut r = 0;
+        while r < rows {
+            let rn = (rows - r).min(4);
+            let mut t = t0;
+            while t < t_end {
+                let tn = (t_end - t).min(4);
+                // SAFETY: as in `tiles_avx2`: the rows and tokens of the tile exist, it
+                // writes only this block's rows for tokens < n, and AVX-512F was checked
+                // by this function's caller.
+                unsafe {
+                    match (rn, tn) {
+                        (4, 4) => tile512::<E, 4, 4>(w, cols, xs, out, r, t),
+                        (4, 3) => tile512::<E, 4, 3>(w, cols, xs, out, r, t),
+                        (4, 2) => tile512::<E, 4, 2>(w, cols, xs, out, r, t),
+                        (4, 1) => tile512::<E, 4, 1>(w, cols, xs, out, r, t),
+                        (3, 4) => tile512::<E, 3, 4>(w, cols, xs, out, r, t),
+                        (3, 3) => tile512::<E, 3, 3>(w, cols, xs, out, r, t),
+                        (3, 2) => tile512::<E, 3, 2>(w, cols, xs, out, r, t),
+                        (3, 1) => tile512::<E, 3, 1>(w, cols, xs, out, r, t),
+                        (2, 4) => tile512::<E, 2, 4>(w, cols, xs, out, r, t),
+                        (2, 3) => tile512::<E, 2, 3>(w, cols, xs, out, r, t),
+                        (2, 2) => tile512::<E, 2, 2>(w, cols, xs, out, r, t),
+                        (2, 1) => tile512::<E, 2, 1>(w, cols, xs, out, r, t),
+                        (1, 4) => tile512::<E, 1, 4>(w, cols, xs, out, r, t),
+                        (1, 3) => tile512::<E, 1, 3>(w, cols, xs, out, r, t),
+                        (1, 2) => tile512::<E, 1, 2>(w, cols, xs, out, r, t),
+                        _ => tile512::<E, 1, 1>(w, cols, xs, out, r, t),
+                    }
+                }
+                t += tn;
+            }
+            r += rn;
+        }
+        t0 = t_end;
+    }
+}
+
+/// [`tile`] with 16 columns per step.
+///
+/// # Safety
+/// As for [`tile`], with AVX-512F instead of AVX2/FMA/F16C.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn tile512<E: Elem, const R: usize, const T: usize>(
+    w: &[E],
+    cols: usize,
+    xs: &[f32],
+    out: Out,
+    r: usize,
+    t: usize,
+) {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm512_setzero_ps(); T]; R];
+    let main = cols / 16 * 16;
+    let wp = w.as_ptr();
+    let xp = xs.as_ptr();
+    let line = 64 / std::mem::size_of::<E>();
+    let mut c = 0;
+    while c < main {
+        let mut xv = [_mm512_setzero_ps(); T];
+        for (j, v) in xv.iter_mut().enumerate() {
+            // SAFETY: token t+j exists and c+16 ≤ cols, so the 16 floats lie inside xs.
+            *v = unsafe { _mm512_loadu_ps(xp.add((t + j) * cols + c)) };
+        }
+        if c % line == 0 {
+            for i in 0..R {
+                let p = wp.wrapping_add((r + R + i) * cols + c) as *const i8;
+                // A prefetch never faults; `wrapping_add` keeps the address defined.
+                _mm_prefetch::<_MM_HINT_T0>(p);
+            }
+        }
+        for (i, a) in acc.iter_mut().enumerate() {
+            // SAFETY: row r+i exists and c+16 ≤ cols, so the 16 elements lie inside w.
+            let wv = unsafe { E::load16(wp.add((r + i) * cols + c)) };
+            for (aj, xj) in a.iter_mut().zip(&xv) {
+                *aj = _mm512_fmadd_ps(wv, *xj, *aj);
+            }
+        }
+        c += 16;
+    }
+    for (i, a) in acc.iter().enumerate() {
+        let wr = &w[(r + i) * cols..(r + i + 1) * cols];
+        for (j, v) in a.iter().enumerate() {
+            let x = &xs[(t + j) * cols..(t + j + 1) * cols];
+            let mut s = _mm512_reduce_add_ps(*v);
+            for k in main..cols {
+                s += wr[k].widen() * x[k];
+            }
+            // SAFETY: row r+i is in this task's block and token t+j < n.
+            unsafe { out.set(t + j, r + i, s) };
+        }
+    }
+}
+
 #[cfg(test)]
 mod fast_tests {
     use super::*;
@@ -491,20 +655,22 @@ mod fast_tests {
                 Matrix::bf16(&wb, rows, cols),
                 Matrix::f16(&wh, rows, cols),
             ] {
-                let mut fast = vec![0.0f32; n * rows];
-                m.matmul(&xs, &mut fast);
-                let mut row = vec![0.0f32; cols];
-                for t in 0..n {
-                    let x = &xs[t * cols..(t + 1) * cols];
-                    let mut reference = vec![0.0f32; rows];
-                    m.matvec(x, &mut reference);
-                    for r in 0..rows {
-                        m.row_into(r, &mut row);
-                        let (a, b) = (fast[t * rows + r], reference[r]);
-                        assert!(
-                            (a - b).abs() <= bound(&row, x),
-                            "{rows}x{cols} n={n} [{t},{r}]: {a} vs {b}"
-                        );
+                for avx512 in [false, true] {
+                    let mut fast = vec![0.0f32; n * rows];
+                    m.matmul_with(&xs, &mut fast, avx512);
+                    let mut row = vec![0.0f32; cols];
+                    for t in 0..n {
+                        let x = &xs[t * cols..(t + 1) * cols];
+                        let mut reference = vec![0.0f32; rows];
+                        m.matvec(x, &mut reference);
+                        for r in 0..rows {
+                            m.row_into(r, &mut row);
+                            let (a, b) = (fast[t * rows + r], reference[r]);
+                            assert!(
+                                (a - b).abs() <= bound(&row, x),
+                                "{rows}x{cols} n={n} [{t},{r}]: {a} vs {b}"
+                            );
+                        }
                     }
                 }
             }
