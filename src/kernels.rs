@@ -441,6 +441,7 @@ fn tiles_avx2<E: Elem>(w: &[E], cols: usize, xs: &[f32], n: usize, out: Out) {
     }
 }
 
+// ANCHOR: tile
 /// One R×T register tile: R weight rows against T token rows, 8 columns per step, R·T
 /// independent accumulators; the `cols % 8` tail is summed in scalar.
 ///
@@ -508,6 +509,7 @@ unsafe fn tile<E: Elem, const R: usize, const T: usize>(
         }
     }
 }
+// ANCHOR_END: tile
 
 /// Whether the matmul uses its AVX-512 tiles: when the CPU has AVX-512F and the
 /// environment does not set `ANATOMY_NO_AVX512` (to measure the AVX2 path on such a CPU).
