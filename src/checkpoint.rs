@@ -266,8 +266,16 @@ impl Checkpoint {
         // condition — nobody rewrites a checkpoint while a program reads it — is the
         // documented precondition of `Checkpoint::open`, the same one every mmap-based
         // loader (safetensors, candle, llama.cpp) makes. Every byte range taken from the
-        // mapping below is checked against its length first.
-        let map = unsafe { Mmap::map(&file) }.map_err(|e| io(path, e))?;
+        // mapping below is checked against its length first. When the file fits in half
+        // the available memory, `populate` (MAP_POPULATE) maps every page now, from the
+        // page cache, so a decode step never stops on a page fault the first time it
+        // touches an expert (chapter 10); the pages are still the file's, not a second
+        // copy. A larger file is mapped lazily, as before.
+        let mut opts = memmap2::MmapOptions::new();
+        if len.saturating_mul(2) <= mem_available_bytes().unwrap_or(0) {
+            opts.populate();
+        }
+        let map = unsafe { opts.map(&file) }.map_err(|e| io(path, e))?;
         let shard = self.shards.len();
         let entries = parse_header(path, &map)?;
         for (name, info, start, end) in entries {
@@ -618,6 +626,14 @@ pub fn row_block<'a>(m: &Matrix<'a>, start: usize, rows: usize) -> Matrix<'a> {
         rows,
         cols: m.cols,
     }
+}
+
+/// `MemAvailable` from /proc/meminfo, where the system has it.
+fn mem_available_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }
 
 #[cfg(test)]

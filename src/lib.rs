@@ -15,10 +15,12 @@
 //! | 7. Optimisers: Muon (Newton–Schulz), gradient clipping, QK-clip; a measured demo | [`optim`] | S0 5.6 |
 //! | 8. Chat templates (Qwen3, checked against jinja2) and the thinking budget | [`chat`] | S0 5.7 |
 //! | 9. The forward pass: Qwen3-MoE from Hugging Face checkpoints (with [`checkpoint`]) | [`qwen3`] | S0 5.5 |
+//! | 10. Performance: bandwidth, FMA peak, prefill/decode rates and their ceilings | [`bench`] | — |
 //! | appendix. The claims table | [`claims`] | both |
 //!
 //! Primitives shared by every chapter live in [`kernels`]; plots in [`figures`].
 
+pub mod bench;
 pub mod chat;
 pub mod checkpoint;
 pub mod claims;

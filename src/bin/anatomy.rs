@@ -173,6 +173,21 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Memory bandwidth and FMA peak of this machine, then prefill and decode rates on a
+    /// checkpoint and the fraction of each ceiling they reach.
+    Bench {
+        model_dir: PathBuf,
+        #[arg(long, default_value_t = 128)]
+        prompt_len: usize,
+        /// Tokens to generate after the prompt.
+        #[arg(long = "gen", default_value_t = 32)]
+        gen_tokens: usize,
+        /// Worker threads (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Errors from the library are the user's input unless the library says otherwise.
@@ -527,6 +542,27 @@ fn run(command: Command) -> anyhow::Result<()> {
                         llm_anatomy::position::rope::wavelength(*f)
                     );
                 }
+            }
+        }
+        Command::Bench {
+            model_dir,
+            prompt_len,
+            gen_tokens,
+            threads,
+            json,
+        } => {
+            let defaults = llm_anatomy::bench::BenchOptions::default();
+            let opts = llm_anatomy::bench::BenchOptions {
+                prompt_len,
+                gen_tokens,
+                threads: threads.unwrap_or(defaults.threads),
+                ..defaults
+            };
+            let report = llm_anatomy::bench::run(&model_dir, &opts)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", llm_anatomy::bench::text_report(&report));
             }
         }
     }

@@ -69,4 +69,20 @@ impl Expert<'_> {
             self.forward(x, o);
         }
     }
+
+    /// [`Expert::forward_batch`] with batched, parallel matmuls: each weight matrix is read
+    /// once for the whole batch (chapter 10's fast path; same values up to summation order).
+    pub fn forward_batch_fast(&self, xs: &[f32], out: &mut [f32]) {
+        let (h, i) = (self.hidden(), self.intermediate());
+        assert_eq!(xs.len(), out.len(), "expert batch: lengths");
+        let n = xs.len() / h;
+        let mut g = vec![0.0f32; n * i];
+        let mut u = vec![0.0f32; n * i];
+        self.gate.matmul(xs, &mut g);
+        self.up.matmul(xs, &mut u);
+        for (gv, uv) in g.iter_mut().zip(&u) {
+            *gv = silu(*gv) * uv;
+        }
+        self.down.matmul(&g, out);
+    }
 }

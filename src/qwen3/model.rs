@@ -10,7 +10,8 @@
 //! Every step calls the chapter that explains it: [`rmsnorm`], [`softmax_in_place`] and
 //! [`dot`] from the kernels, [`apply_rope`] with frequencies from the long-context
 //! chapter's [`RopeConfig`](crate::long_context::scaling::RopeConfig), and the MoE
-//! chapter's router and bucketed expert layer ([`moe_bucketed`]). Attention is grouped-query
+//! chapter's router and bucketed expert layer ([`moe_fast`], the batched form of
+//! [`moe_bucketed`](crate::moe::moe_bucketed)). Attention is grouped-query
 //! (`num_attention_heads / num_key_value_heads` query heads share a key/value head) and
 //! causal, with an optional sliding window; keys and values go through the [`KvCache`], so
 //! a prompt is one call (prefill) and each generated token one more (decode). The result
@@ -19,7 +20,7 @@
 use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 use crate::kernels::{dot, rmsnorm, softmax_in_place};
-use crate::moe::{Routing, moe_bucketed};
+use crate::moe::{Routing, moe_fast};
 use crate::position::rope::{RopeTable, apply_rope};
 use crate::qwen3::config::Qwen3Config;
 use crate::qwen3::kv_cache::KvCache;
@@ -170,13 +171,9 @@ impl<'a> Model<'a> {
                 rmsnorm(x, &layer.post_attention_layernorm, c.rms_norm_eps, xn);
             }
             match &layer.mlp {
-                Ffn::Dense(mlp) => {
-                    for (xn, y) in s.xn.chunks_exact(h).zip(s.y.chunks_exact_mut(h)) {
-                        mlp.forward(xn, y);
-                    }
-                }
+                Ffn::Dense(mlp) => mlp.forward_batch_fast(&s.xn, &mut s.y),
                 Ffn::Moe { router, experts } => {
-                    let (y, r) = moe_bucketed(
+                    let (y, r) = moe_fast(
                         &s.xn,
                         h,
                         router,
@@ -206,7 +203,7 @@ impl<'a> Model<'a> {
         for (t, out) in (first..n).zip(logits.chunks_exact_mut(c.vocab_size)) {
             let xn = &mut s.xn[t * h..(t + 1) * h];
             rmsnorm(&s.x[t * h..(t + 1) * h], &w.norm, c.rms_norm_eps, xn);
-            w.lm_head.matvec(xn, out);
+            w.lm_head.matmul(xn, out);
         }
         Ok(Output {
             logits,
@@ -231,15 +228,15 @@ impl<'a> Model<'a> {
         let group = c.num_attention_heads / c.num_key_value_heads;
         let scale = (d as f64).powf(-0.5) as f32;
 
-        // q, k, v for the new positions; per-head RMSNorm, then RoPE at each position.
+        // q, k, v for the new positions (one batched matmul each, weights read once);
+        // then per-head RMSNorm and RoPE at each position.
+        a.q_proj.matmul(&s.xn, &mut s.q);
+        a.k_proj.matmul(&s.xn, &mut s.k);
+        a.v_proj.matmul(&s.xn, &mut s.v);
         for t in 0..n {
-            let xn = &s.xn[t * h..(t + 1) * h];
             let q = &mut s.q[t * qd..(t + 1) * qd];
             let k = &mut s.k[t * kvd..(t + 1) * kvd];
             let v = &mut s.v[t * kvd..(t + 1) * kvd];
-            a.q_proj.matvec(xn, q);
-            a.k_proj.matvec(xn, k);
-            a.v_proj.matvec(xn, v);
             add_bias(q, a.q_bias.as_deref());
             add_bias(k, a.k_bias.as_deref());
             add_bias(v, a.v_bias.as_deref());
@@ -257,16 +254,18 @@ impl<'a> Model<'a> {
             cache.write(l, past + t, k, v);
         }
 
-        // softmax(q·kᵀ/√d)·v over the visible cached positions, head by head.
+        // softmax(q·kᵀ/√d)·v over the visible cached positions, head by head; positions
+        // are independent, so a prefill spreads them over rayon's threads.
         let (keys, values) = cache.layer(l, past + n);
-        for t in 0..n {
+        let window = c.sliding_window[l];
+        let q_all = &s.q;
+        let one = |t: usize, out: &mut [f32], scores: &mut Vec<f32>| {
             let pos = past + t;
-            let lo = c.sliding_window[l].map_or(0, |win| (pos + 1).saturating_sub(win));
-            let out = &mut s.attn[t * qd..(t + 1) * qd];
+            let lo = window.map_or(0, |win| (pos + 1).saturating_sub(win));
+            scores.resize(pos + 1 - lo, 0.0);
             for (hq, o) in out.chunks_exact_mut(d).enumerate() {
                 let g = hq / group; // the KV head this query head shares
-                let q = &s.q[t * qd + hq * d..t * qd + (hq + 1) * d];
-                let scores = &mut s.scores[..pos + 1 - lo];
+                let q = &q_all[t * qd + hq * d..t * qd + (hq + 1) * d];
                 for (j, sc) in (lo..=pos).zip(scores.iter_mut()) {
                     *sc = dot(q, &keys[j * kvd + g * d..j * kvd + (g + 1) * d]) * scale;
                 }
@@ -279,8 +278,18 @@ impl<'a> Model<'a> {
                     }
                 }
             }
-            let y = &mut s.y[t * h..(t + 1) * h];
-            a.o_proj.matvec(out, y);
+        };
+        if n == 1 {
+            one(0, &mut s.attn, &mut s.scores);
+        } else {
+            use rayon::prelude::*;
+            s.attn
+                .par_chunks_mut(qd)
+                .enumerate()
+                .for_each_init(Vec::new, |scores, (t, out)| one(t, out, scores));
+        }
+        a.o_proj.matmul(&s.attn, &mut s.y);
+        for y in s.y.chunks_exact_mut(h) {
             add_bias(y, a.o_bias.as_deref());
         }
     }
