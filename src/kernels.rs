@@ -211,7 +211,10 @@ impl Matrix<'_> {
     fn matmul_with(&self, xs: &[f32], out: &mut [f32], avx512: bool) {
         use rayon::prelude::*;
         let cols = self.cols;
-        assert!(cols > 0 && xs.len() % cols == 0, "matmul: input length");
+        assert!(
+            cols > 0 && xs.len().is_multiple_of(cols),
+            "matmul: input length"
+        );
         let n = xs.len() / cols;
         assert_eq!(out.len(), n * self.rows, "matmul: output length");
         let rows = self.rows;
