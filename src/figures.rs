@@ -137,6 +137,20 @@ pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>> {
         .collect()
 }
 
+/// The legend box every chart uses: translucent white, black border.
+fn draw_legend<'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    position: SeriesLabelPosition,
+) -> DrawResult {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
 /// Displays a figure inline in an evcxr (Jupyter) notebook.
 pub fn show(name: &str) -> Result<()> {
     let svg = render_svg(name)?;
@@ -185,12 +199,7 @@ fn rope_clocks(root: &Area) -> DrawResult {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
             });
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     Ok(())
 }
 
@@ -267,12 +276,7 @@ fn rope_decay(root: &Area) -> DrawResult {
         ))?
         .label(format!("best C/τ  (R² {:.2})", fit.inverse_r2))
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     Ok(())
 }
 
@@ -337,12 +341,7 @@ fn scaling_wavelengths(root: &Area) -> DrawResult {
         ))?
         .label("training length 4096")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], MAGENTA.stroke_width(2)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     Ok(())
 }
 
@@ -380,12 +379,7 @@ fn yarn_ramp(root: &Area) -> DrawResult {
             .enumerate()
             .map(|(i, r)| Circle::new((i as f64, *r), 3, RED.filled())),
     )?;
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     Ok(())
 }
 
@@ -637,12 +631,7 @@ fn tok_embedding_norms(root: &Area) -> DrawResult {
                 Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.mix(0.7).filled())
             });
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     Ok(())
 }
 
@@ -701,12 +690,7 @@ fn tok_vocab_lengths(root: &Area) -> DrawResult {
         ))?
         .label("the literal scan keeps > 20 characters")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.5)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     Ok(())
 }
 
@@ -761,12 +745,7 @@ fn newton_schulz_map(root: &Area) -> DrawResult {
         .draw_series(LineSeries::new([(1e-3, 1.0), (1.0, 1.0)], BLACK.mix(0.5)))?
         .label("exact polar factor UVᵀ (every σ → 1)")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.5)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     Ok(())
 }
 
@@ -823,12 +802,7 @@ fn muon_demo(root: &Area) -> DrawResult {
                     PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
                 });
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
+        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     }
     Ok(())
 }
@@ -881,12 +855,7 @@ fn muon_sweep(root: &Area) -> DrawResult {
             chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
         }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     Ok(())
 }
 
