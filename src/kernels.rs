@@ -201,62 +201,148 @@ impl Matrix<'_> {
     /// Each weight row block is read from memory once per call, whatever `n` is.
     pub fn matmul(&self, xs: &[f32], out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
-        let wide = use_avx512();
+        let avx512 = use_avx512();
         #[cfg(not(target_arch = "x86_64"))]
-        let wide = false;
-        self.matmul_with(xs, out, wide);
+        let avx512 = false;
+        self.matmul_with(xs, out, avx512);
     }
 
     /// [`Matrix::matmul`] with the AVX-512 tiles allowed or not (tests run both paths).
     fn matmul_with(&self, xs: &[f32], out: &mut [f32], avx512: bool) {
-        use rayon::prelude::*;
-        let cols = self.cols;
         assert!(
-            cols > 0 && xs.len().is_multiple_of(cols),
+            self.cols > 0 && xs.len().is_multiple_of(self.cols),
             "matmul: input length"
         );
-        let n = xs.len() / cols;
-        assert_eq!(out.len(), n * self.rows, "matmul: output length");
-        let rows = self.rows;
-        let dst = OutPtr(out.as_mut_ptr());
-        let work = |b: usize| {
-            let r0 = b * ROW_BLOCK;
-            let r1 = (r0 + ROW_BLOCK).min(rows);
-            let o = Out {
-                ptr: dst,
-                stride: rows,
-                r0,
-            };
-            match self.data {
-                WeightData::F32(d) => {
-                    tile_dispatch(&d[r0 * cols..r1 * cols], cols, xs, n, o, avx512)
-                }
-                WeightData::Bf16(d) => {
-                    tile_dispatch(&d[r0 * cols..r1 * cols], cols, xs, n, o, avx512)
-                }
-                WeightData::F16(d) => {
-                    tile_dispatch(&d[r0 * cols..r1 * cols], cols, xs, n, o, avx512)
-                }
-            }
-        };
-        let blocks = rows.div_ceil(ROW_BLOCK);
-        if rows * cols * n < 1 << 15 {
-            // Too small to be worth waking the pool (tiny test models).
-            (0..blocks).for_each(work);
-        } else {
-            (0..blocks).into_par_iter().for_each(work);
-        }
+        let one = [Group {
+            matrix: 0,
+            first_in: 0,
+            n: xs.len() / self.cols,
+            first_out: 0,
+        }];
+        grouped_with(|_| *self, &one, xs, out, avx512);
     }
 }
 
-/// The output pointer shared by the tasks of one [`Matrix::matmul`].
+/// One member of a [`matmul_grouped`] call: matrix number `matrix` applied to `n`
+/// consecutive input rows from row `first_in`, written to `n` output rows from `first_out`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Group {
+    pub matrix: usize,
+    pub first_in: usize,
+    pub n: usize,
+    pub first_out: usize,
+}
+
+// ANCHOR: matmul_grouped
+/// A grouped matmul (the MoE layer's shape): for each group `g`,
+/// `out[g.first_out + j, r] = Σ_c W[r, c] · xs[g.first_in + j, c]` for `j < g.n`, with
+/// `W = matrix(g.matrix)`. Every matrix has the same `[rows, cols]`; `xs` is `[·, cols]`
+/// and `out` `[·, rows]`. All groups' row blocks form one pool of rayon tasks, so a decode
+/// step wakes the threads once for eight experts' gate and up projections rather than
+/// sixteen times, and nothing is allocated. Output ranges must come in group order and
+/// not overlap (checked; it is what lets the tasks write `out` without locks).
+pub fn matmul_grouped<'w>(
+    matrix: impl Fn(usize) -> Matrix<'w> + Sync,
+    groups: &[Group],
+    xs: &[f32],
+    out: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    let avx512 = use_avx512();
+    #[cfg(not(target_arch = "x86_64"))]
+    let avx512 = false;
+    grouped_with(matrix, groups, xs, out, avx512);
+}
+// ANCHOR_END: matmul_grouped
+
+fn grouped_with<'w>(
+    matrix: impl Fn(usize) -> Matrix<'w> + Sync,
+    groups: &[Group],
+    xs: &[f32],
+    out: &mut [f32],
+    avx512: bool,
+) {
+    let Some(first) = groups.first() else { return };
+    let (rows, cols) = (matrix(first.matrix).rows, matrix(first.matrix).cols);
+    assert!(
+        cols > 0 && xs.len().is_multiple_of(cols),
+        "matmul: input length"
+    );
+    assert!(
+        rows > 0 && out.len().is_multiple_of(rows),
+        "matmul: output length"
+    );
+    let (in_rows, out_rows) = (xs.len() / cols, out.len() / rows);
+    let mut end = 0;
+    let mut work_total = 0;
+    for (i, g) in groups.iter().enumerate() {
+        assert!(g.first_in + g.n <= in_rows, "matmul: group {i} input rows");
+        assert!(
+            g.first_out >= end && g.first_out + g.n <= out_rows,
+            "matmul: group {i} output rows overlap or overrun"
+        );
+        if g.n > 0 {
+            end = g.first_out + g.n;
+        }
+        work_total += g.n * rows * cols;
+    }
+    let blocks = rows.div_ceil(ROW_BLOCK);
+    let dst = OutPtr(out.as_mut_ptr());
+    let work = |job: usize| {
+        let g = groups[job / blocks];
+        if g.n == 0 {
+            return;
+        }
+        let w = matrix(g.matrix);
+        assert!(
+            w.rows == rows && w.cols == cols,
+            "matmul: matrix {} shape",
+            g.matrix
+        );
+        let r0 = job % blocks * ROW_BLOCK;
+        let r1 = (r0 + ROW_BLOCK).min(rows);
+        let x = &xs[g.first_in * cols..(g.first_in + g.n) * cols];
+        let o = Out {
+            // The group's output rows start `first_out · rows` floats into `out` (checked
+            // above to lie inside it), so this is the address `add` would give.
+            ptr: dst.offset(g.first_out * rows),
+            stride: rows,
+            r0,
+        };
+        let span = r0 * cols..r1 * cols;
+        match w.data {
+            WeightData::F32(d) => tile_dispatch(&d[span], cols, x, g.n, o, avx512),
+            WeightData::Bf16(d) => tile_dispatch(&d[span], cols, x, g.n, o, avx512),
+            WeightData::F16(d) => tile_dispatch(&d[span], cols, x, g.n, o, avx512),
+        }
+    };
+    let jobs = groups.len() * blocks;
+    if work_total < 1 << 15 {
+        // Too small to be worth waking the pool (tiny test models).
+        (0..jobs).for_each(work);
+    } else {
+        use rayon::prelude::*;
+        (0..jobs).into_par_iter().for_each(work);
+    }
+}
+
+/// The output pointer shared by the tasks of one [`matmul_grouped`].
 #[derive(Clone, Copy)]
 struct OutPtr(*mut f32);
 // SAFETY: the pointer is only written through `Out::set`, whose contract makes the tasks of
-// one matmul write disjoint elements (each owns the rows of its block), and `matmul` holds
+// one matmul write disjoint elements (each owns one row block of one group, and the groups'
+// output rows were checked disjoint), and `matmul_grouped` holds
 // the `&mut [f32]` it came from until every task has finished.
 unsafe impl Send for OutPtr {}
 unsafe impl Sync for OutPtr {}
+
+impl OutPtr {
+    /// The pointer `n` floats further on (a method, so closures capture the whole `Sync`
+    /// wrapper rather than its raw field).
+    fn offset(self, n: usize) -> OutPtr {
+        OutPtr(self.0.wrapping_add(n))
+    }
+}
 
 /// One task's view of `out` (`[n, stride]`): it owns rows `r0 .. r0 + ROW_BLOCK`.
 #[derive(Clone, Copy)]
@@ -525,7 +611,9 @@ pub fn use_avx512() -> bool {
 }
 
 /// [`tiles_avx2`] with 16-lane registers: 32 of them hold a 4×4 tile (16 accumulators,
-/// 4 inputs, 1 weight vector) without spilling.
+/// 4 weight vectors, 1 input vector) without spilling. (3×8 tiles, which share each
+/// widened bf16 weight vector among 8 FMAs, measured no faster on prefill: the inputs'
+/// trips to L2, not the widening, set the pace.)
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 fn tiles_avx512<E: Elem>(w: &[E], cols: usize, xs: &[f32], n: usize, out: Out) {
@@ -592,11 +680,6 @@ unsafe fn tile512<E: Elem, const R: usize, const T: usize>(
     let line = 64 / std::mem::size_of::<E>();
     let mut c = 0;
     while c < main {
-        let mut xv = [_mm512_setzero_ps(); T];
-        for (j, v) in xv.iter_mut().enumerate() {
-            // SAFETY: token t+j exists and c+16 ≤ cols, so the 16 floats lie inside xs.
-            *v = unsafe { _mm512_loadu_ps(xp.add((t + j) * cols + c)) };
-        }
         if c % line == 0 {
             for i in 0..R {
                 let p = wp.wrapping_add((r + R + i) * cols + c) as *const i8;
@@ -604,11 +687,16 @@ unsafe fn tile512<E: Elem, const R: usize, const T: usize>(
                 _mm_prefetch::<_MM_HINT_T0>(p);
             }
         }
-        for (i, a) in acc.iter_mut().enumerate() {
+        let mut wv = [_mm512_setzero_ps(); R];
+        for (i, v) in wv.iter_mut().enumerate() {
             // SAFETY: row r+i exists and c+16 ≤ cols, so the 16 elements lie inside w.
-            let wv = unsafe { E::load16(wp.add((r + i) * cols + c)) };
-            for (aj, xj) in a.iter_mut().zip(&xv) {
-                *aj = _mm512_fmadd_ps(wv, *xj, *aj);
+            *v = unsafe { E::load16(wp.add((r + i) * cols + c)) };
+        }
+        for j in 0..T {
+            // SAFETY: token t+j exists and c+16 ≤ cols, so the 16 floats lie inside xs.
+            let xj = unsafe { _mm512_loadu_ps(xp.add((t + j) * cols + c)) };
+            for (a, wi) in acc.iter_mut().zip(&wv) {
+                a[j] = _mm512_fmadd_ps(*wi, xj, a[j]);
             }
         }
         c += 16;
@@ -678,6 +766,180 @@ mod fast_tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// The fast attention equals the reference for grouped heads, a sliding span and a
+    /// head dimension the AVX-512 path takes (128) and one it does not (24).
+    #[test]
+    fn attend_equals_reference() {
+        let val = |s: usize| ((s * 7919 % 1009) as f32 - 504.0) / 300.0;
+        for (d, heads, kv_heads) in [(128, 4, 2), (24, 2, 3), (32, 1, 1)] {
+            let (stride, positions) = (kv_heads * d, 37);
+            let keys: Vec<f32> = (0..positions * stride).map(|s| val(s + 3)).collect();
+            let values: Vec<f32> = (0..positions * stride).map(|s| val(s * 5 + 1)).collect();
+            let q: Vec<f32> = (0..heads * d).map(|s| val(s * 11 + 7)).collect();
+            for (g, span) in [(0, 0..37), (kv_heads - 1, 9..30), (0, 5..6)] {
+                let kv = KvHead {
+                    keys: &keys,
+                    values: &values,
+                    stride,
+                    offset: g * d,
+                };
+                let scale = (d as f32).powf(-0.5);
+                let (mut a, mut b) = (vec![0.0; heads * d], vec![0.0; heads * d]);
+                attend_reference(&q, d, kv, span.clone(), scale, &mut Vec::new(), &mut a);
+                attend(&q, d, kv, span.clone(), scale, &mut Vec::new(), &mut b);
+                let scale_out = a.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+                for (x, y) in a.iter().zip(&b) {
+                    assert!((x - y).abs() <= 1e-5 * scale_out, "d {d}: {x} vs {y}");
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Attention for one position (chapter 9's inner loop, chapter 10's fast form).
+// ---------------------------------------------------------------------------------------
+
+/// Where one KV head's keys and values sit in the cache: position `j`'s vector is
+/// `data[j · stride + offset ..][..head_dim]`.
+#[derive(Clone, Copy, Debug)]
+pub struct KvHead<'a> {
+    pub keys: &'a [f32],
+    pub values: &'a [f32],
+    pub stride: usize,
+    pub offset: usize,
+}
+
+// ANCHOR: attend
+/// `out_h = Σ_j softmax_j(q_h · k_j · scale) · v_j` over the positions `span`, for the
+/// query heads `q` (`[heads, d]`) that share the KV head `kv` (grouped-query attention);
+/// `out` is `[heads, d]` and `scores` scratch. The clear version; [`attend`] is the fast
+/// one, and a test pins the two equal.
+pub fn attend_reference(
+    q: &[f32],
+    d: usize,
+    kv: KvHead,
+    span: std::ops::Range<usize>,
+    scale: f32,
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    let at = |j: usize| j * kv.stride + kv.offset..j * kv.stride + kv.offset + d;
+    scores.resize(span.len(), 0.0);
+    for (qh, o) in q.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+        for (j, s) in span.clone().zip(scores.iter_mut()) {
+            *s = dot(qh, &kv.keys[at(j)]) * scale;
+        }
+        softmax_in_place(scores);
+        o.fill(0.0);
+        for (j, &p) in span.clone().zip(scores.iter()) {
+            for (oi, vi) in o.iter_mut().zip(&kv.values[at(j)]) {
+                *oi += p * vi;
+            }
+        }
+    }
+}
+// ANCHOR_END: attend
+
+/// [`attend_reference`] with AVX-512 FMAs when the CPU has them and `d` is a multiple of
+/// 16: each key and value row is read once for all the heads of the group, and the scores
+/// of all heads are kept (`scores` is `[heads, span]`). Otherwise the reference runs.
+pub fn attend(
+    q: &[f32],
+    d: usize,
+    kv: KvHead,
+    span: std::ops::Range<usize>,
+    scale: f32,
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    assert!(
+        d > 0 && q.len() == out.len() && q.len().is_multiple_of(d),
+        "attend: shapes"
+    );
+    let last = span.end.saturating_sub(1) * kv.stride + kv.offset + d;
+    assert!(
+        span.is_empty() || (last <= kv.keys.len() && last <= kv.values.len()),
+        "attend: positions past the cache"
+    );
+    #[cfg(target_arch = "x86_64")]
+    if d.is_multiple_of(16) && use_avx512() {
+        scores.resize(q.len() / d * span.len(), 0.0);
+        // SAFETY: AVX-512F is available (`use_avx512`), `d` is a multiple of 16, and the
+        // asserts above keep every row the kernel reads inside `keys` and `values`.
+        unsafe { attend_avx512(q, d, kv, span, scale, scores, out) };
+        return;
+    }
+    attend_reference(q, d, kv, span, scale, scores, out);
+}
+
+/// # Safety
+/// AVX-512F must be available, `d % 16 == 0`, `scores.len() == heads · span.len()`, and
+/// rows `span` of `kv` must lie inside `kv.keys` and `kv.values`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn attend_avx512(
+    q: &[f32],
+    d: usize,
+    kv: KvHead,
+    span: std::ops::Range<usize>,
+    scale: f32,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    use std::arch::x86_64::*;
+    let len = span.len();
+    let (kp, vp) = (kv.keys.as_ptr(), kv.values.as_ptr());
+    // Scores: every head against key j, the key read once.
+    for (jj, j) in span.clone().enumerate() {
+        // SAFETY: row j lies inside `keys` (the caller's contract).
+        let k = unsafe { kp.add(j * kv.stride + kv.offset) };
+        for (h, qh) in q.chunks_exact(d).enumerate() {
+            let mut acc = [_mm512_setzero_ps(); 2];
+            for c in (0..d).step_by(32) {
+                for (u, a) in acc.iter_mut().enumerate() {
+                    let cc = c + 16 * u;
+                    if cc < d {
+                        // SAFETY: cc + 16 ≤ d, inside row j of keys and head h of q.
+                        let (kv16, qv16) = unsafe {
+                            (
+                                _mm512_loadu_ps(k.add(cc)),
+                                _mm512_loadu_ps(qh.as_ptr().add(cc)),
+                            )
+                        };
+                        *a = _mm512_fmadd_ps(kv16, qv16, *a);
+                    }
+                }
+            }
+            scores[h * len + jj] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1])) * scale;
+        }
+    }
+    for s in scores.chunks_exact_mut(len.max(1)) {
+        softmax_in_place(s);
+    }
+    // Weighted values: up to 128 columns of one head's output in 8 registers, positions
+    // in order (the reference's summation order per element).
+    for (h, o) in out.chunks_exact_mut(d).enumerate() {
+        let p = &scores[h * len..(h + 1) * len];
+        for c0 in (0..d).step_by(128) {
+            let nv = ((d - c0) / 16).min(8);
+            let mut acc = [_mm512_setzero_ps(); 8];
+            for (jj, j) in span.clone().enumerate() {
+                let pj = _mm512_set1_ps(p[jj]);
+                // SAFETY: row j lies inside `values` (the caller's contract).
+                let v = unsafe { vp.add(j * kv.stride + kv.offset + c0) };
+                for (u, a) in acc.iter_mut().enumerate().take(nv) {
+                    // SAFETY: c0 + 16u + 16 ≤ d, inside row j.
+                    *a = _mm512_fmadd_ps(pj, unsafe { _mm512_loadu_ps(v.add(16 * u)) }, *a);
+                }
+            }
+            for (u, a) in acc.iter().enumerate().take(nv) {
+                // SAFETY: c0 + 16u + 16 ≤ d = o.len().
+                unsafe { _mm512_storeu_ps(o.as_mut_ptr().add(c0 + 16 * u), *a) };
             }
         }
     }

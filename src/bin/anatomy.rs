@@ -185,6 +185,9 @@ enum Command {
         /// Worker threads (default: all cores).
         #[arg(long)]
         threads: Option<usize>,
+        /// Repetitions of prefill and decode; the medians are reported.
+        #[arg(long, default_value_t = 3)]
+        reps: usize,
         #[arg(long)]
         json: bool,
     },
@@ -549,12 +552,14 @@ fn run(command: Command) -> anyhow::Result<()> {
             prompt_len,
             gen_tokens,
             threads,
+            reps,
             json,
         } => {
             let defaults = llm_anatomy::bench::BenchOptions::default();
             let opts = llm_anatomy::bench::BenchOptions {
                 prompt_len,
                 gen_tokens,
+                reps,
                 threads: threads.unwrap_or(defaults.threads),
                 ..defaults
             };

@@ -10,8 +10,8 @@
 //! claim `moe.shared_expert`); which layers are MoE at all is [`is_moe_layer`].
 
 use super::expert::Expert;
-use super::router::{Routing, route};
-use crate::kernels::Matrix;
+use super::router::{Routing, route, route_into};
+use crate::kernels::{Group, Matrix, matmul_grouped, silu};
 
 /// The router logits of one token: `router · x` (`router` is `[num_experts, hidden]`).
 pub fn router_logits(router: &Matrix, x: &[f32]) -> Vec<f32> {
@@ -116,11 +116,117 @@ pub fn buckets(routings: &[Routing], num_experts: usize) -> Vec<Vec<(usize, f32)
 }
 
 // ANCHOR: moe_fast
-/// Same contract as [`moe_bucketed`], built for speed (chapter 10): the router logits of
-/// every token in one batched [`Matrix::matmul`], and each chosen expert run once on its
-/// bucket with batched, parallel matmuls ([`Expert::forward_batch_fast`]), so an expert's
-/// weights are read once per call however many tokens chose it. Equal to [`moe_bucketed`]
-/// up to the summation order inside each dot product.
+/// [`moe_bucketed`] as the model runs it (chapter 10): the router's logits for every
+/// token in one batched [`Matrix::matmul`]; the (token, expert) pairs sorted by expert
+/// (a counting sort, so each expert's tokens stay in increasing order, as [`buckets`]
+/// gives them); every chosen expert's gate and up projections in one grouped matmul, its
+/// SwiGLU, every down projection in a second; then the weighted outputs scatter-added in
+/// routing order. An expert's weights are read once per call however many tokens chose
+/// it; nothing is allocated once `scratch` has grown to the call's size. Equal to
+/// [`moe_bucketed`] up to the summation order inside each dot product.
+pub fn moe_fast_into(
+    x: &[f32],
+    router: &Matrix,
+    experts: &[Expert],
+    k: usize,
+    norm_topk_prob: bool,
+    s: &mut MoeScratch,
+    out: &mut [f32],
+) {
+    let hidden = router.cols; // x is `[n, hidden]`
+    check_shapes(x, hidden, router);
+    let (e_count, n) = (router.rows, x.len() / hidden);
+    assert_eq!(experts.len(), e_count, "moe: one expert per router row");
+    assert_eq!(out.len(), x.len(), "moe: output length");
+    let inter = experts.first().map_or(0, |e| e.intermediate());
+    let slots = n * k;
+    s.resize(n, k, e_count, hidden, inter);
+
+    // 1. Route: logits for every token, then top-k per token.
+    router.matmul(x, &mut s.logits);
+    for t in 0..n {
+        route_into(
+            &s.logits[t * e_count..(t + 1) * e_count],
+            norm_topk_prob,
+            &mut s.probs,
+            &mut s.chosen[t * k..(t + 1) * k],
+            &mut s.weights[t * k..(t + 1) * k],
+        );
+    }
+
+    // 2. Sort the (token, expert) pairs by expert: count, prefix-sum, place.
+    s.start.fill(0);
+    for &e in &s.chosen {
+        s.start[e + 1] += 1;
+    }
+    for e in 0..e_count {
+        s.start[e + 1] += s.start[e];
+    }
+    s.fill.copy_from_slice(&s.start[..e_count]);
+    for (pair, &e) in s.chosen.iter().enumerate() {
+        let slot = s.fill[e];
+        s.fill[e] += 1;
+        let t = pair / k;
+        s.slot_token[slot] = t;
+        s.slot_weight[slot] = s.weights[pair];
+        s.xs[slot * hidden..(slot + 1) * hidden].copy_from_slice(&x[t * hidden..(t + 1) * hidden]);
+    }
+
+    // 3. The chosen experts: gate and up for all of them at once (matrix 2e is expert e's
+    //    gate, 2e+1 its up; the up rows land `slots` rows after the gate rows), SwiGLU,
+    //    then the down projections.
+    s.groups.clear();
+    for e in 0..e_count {
+        let (first, count) = (s.start[e], s.start[e + 1] - s.start[e]);
+        if count > 0 {
+            s.groups.push(Group {
+                matrix: 2 * e,
+                first_in: first,
+                n: count,
+                first_out: first,
+            });
+        }
+    }
+    let active = s.groups.len();
+    for i in 0..active {
+        let g = s.groups[i];
+        s.groups.push(Group {
+            matrix: g.matrix + 1,
+            first_out: slots + g.first_out,
+            ..g
+        });
+    }
+    let proj = |m: usize| {
+        if m.is_multiple_of(2) {
+            experts[m / 2].gate
+        } else {
+            experts[m / 2].up
+        }
+    };
+    matmul_grouped(proj, &s.groups, &s.xs, &mut s.gate_up);
+    let (gate, up) = s.gate_up.split_at_mut(slots * inter);
+    for (g, u) in gate.iter_mut().zip(up.iter()) {
+        *g = silu(*g) * u;
+    }
+    s.groups.truncate(active);
+    for g in &mut s.groups {
+        g.matrix /= 2;
+    }
+    matmul_grouped(|e| experts[e].down, &s.groups, gate, &mut s.ys);
+
+    // 4. Scatter-add `p · F_e(x)` back to each token, experts in index order (the order
+    //    transformers adds them in).
+    out.fill(0.0);
+    for (slot, y) in s.ys.chunks_exact(hidden).enumerate() {
+        let (t, p) = (s.slot_token[slot], s.slot_weight[slot]);
+        for (o, v) in out[t * hidden..(t + 1) * hidden].iter_mut().zip(y) {
+            *o += v * p;
+        }
+    }
+}
+// ANCHOR_END: moe_fast
+
+/// [`moe_fast_into`] with fresh buffers, returning the output and each token's routing.
 pub fn moe_fast(
     x: &[f32],
     hidden: usize,
@@ -130,36 +236,65 @@ pub fn moe_fast(
     norm_topk_prob: bool,
 ) -> (Vec<f32>, Vec<Routing>) {
     check_shapes(x, hidden, router);
-    assert_eq!(experts.len(), router.rows, "moe: one expert per router row");
-    let mut logits = vec![0.0f32; x.len() / hidden * router.rows];
-    router.matmul(x, &mut logits);
-    let routings: Vec<Routing> = logits
-        .chunks_exact(router.rows)
-        .map(|l| route(l, k, norm_topk_prob))
-        .collect();
-    let buckets = buckets(&routings, experts.len());
+    let mut s = MoeScratch::default();
     let mut out = vec![0.0f32; x.len()];
-    let mut batch = Vec::new();
-    let mut y = Vec::new();
-    for (expert, bucket) in experts.iter().zip(&buckets) {
-        if bucket.is_empty() {
-            continue;
-        }
-        batch.clear();
-        for &(t, _) in bucket {
-            batch.extend_from_slice(&x[t * hidden..(t + 1) * hidden]);
-        }
-        y.resize(batch.len(), 0.0);
-        expert.forward_batch_fast(&batch, &mut y);
-        for (&(t, p), yt) in bucket.iter().zip(y.chunks_exact(hidden)) {
-            for (o, v) in out[t * hidden..(t + 1) * hidden].iter_mut().zip(yt) {
-                *o += v * p;
-            }
-        }
-    }
-    (out, routings)
+    moe_fast_into(x, router, experts, k, norm_topk_prob, &mut s, &mut out);
+    (out, s.routings(k))
 }
-// ANCHOR_END: moe_fast
+
+/// The buffers of [`moe_fast_into`], kept between calls (a model keeps one per session).
+#[derive(Clone, Debug, Default)]
+pub struct MoeScratch {
+    /// Router logits `[n, experts]`.
+    logits: Vec<f32>,
+    /// One token's softmax over the experts.
+    probs: Vec<f32>,
+    /// Each token's k experts and weights, routing order: `[n, k]`.
+    pub chosen: Vec<usize>,
+    pub weights: Vec<f32>,
+    /// Expert e's tokens occupy slots `start[e] .. start[e + 1]` (`[experts + 1]`).
+    start: Vec<usize>,
+    /// The next free slot of each expert while placing.
+    fill: Vec<usize>,
+    /// The token and router weight of each slot `[n·k]`.
+    slot_token: Vec<usize>,
+    slot_weight: Vec<f32>,
+    /// Inputs gathered by slot `[n·k, hidden]`, gate then up outputs `[2, n·k, inter]`,
+    /// expert outputs `[n·k, hidden]`.
+    xs: Vec<f32>,
+    gate_up: Vec<f32>,
+    ys: Vec<f32>,
+    groups: Vec<Group>,
+}
+
+impl MoeScratch {
+    fn resize(&mut self, n: usize, k: usize, experts: usize, hidden: usize, inter: usize) {
+        let slots = n * k;
+        self.logits.resize(n * experts, 0.0);
+        self.chosen.resize(slots, 0);
+        self.weights.resize(slots, 0.0);
+        self.start.resize(experts + 1, 0);
+        self.fill.resize(experts, 0);
+        self.slot_token.resize(slots, 0);
+        self.slot_weight.resize(slots, 0.0);
+        self.xs.resize(slots * hidden, 0.0);
+        self.gate_up.resize(2 * slots * inter, 0.0);
+        self.ys.resize(slots * hidden, 0.0);
+        self.groups.reserve(2 * experts);
+    }
+
+    /// The last call's routing decisions, one [`Routing`] per token.
+    pub fn routings(&self, k: usize) -> Vec<Routing> {
+        self.chosen
+            .chunks_exact(k)
+            .zip(self.weights.chunks_exact(k))
+            .map(|(e, w)| Routing {
+                experts: e.to_vec(),
+                weights: w.to_vec(),
+            })
+            .collect()
+    }
+}
 
 // ANCHOR: moe_with_shared
 /// DeepSeekMoE: `y = Σ_s F_shared,s(x) + Σ_{j ∈ TopK} p_j F_j(x)`. The shared experts see

@@ -45,5 +45,7 @@ pub fn book_snippets() -> Vec<(&'static str, String)> {
 }
 
 pub use expert::Expert;
-pub use layer::{is_moe_layer, moe_bucketed, moe_fast, moe_naive, moe_with_shared};
+pub use layer::{
+    MoeScratch, is_moe_layer, moe_bucketed, moe_fast, moe_fast_into, moe_naive, moe_with_shared,
+};
 pub use router::{Routing, route, route_topk_softmax};

@@ -31,17 +31,39 @@ pub struct Routing {
 ///
 /// Panics if `k == 0` or `k > logits.len()` (the model's config is checked before this).
 pub fn route(logits: &[f32], k: usize, norm_topk_prob: bool) -> Routing {
-    let mut probs = logits.to_vec();
-    softmax_in_place(&mut probs);
-    let experts = top_k_indices(&probs, k);
-    let mut weights: Vec<f32> = experts.iter().map(|&e| probs[e]).collect();
+    let (mut experts, mut weights) = (vec![0; k], vec![0.0; k]);
+    route_into(
+        logits,
+        norm_topk_prob,
+        &mut Vec::new(),
+        &mut experts,
+        &mut weights,
+    );
+    Routing { experts, weights }
+}
+
+/// [`route`] into caller-owned buffers (`experts` and `weights` hold `k` entries; `probs`
+/// is scratch): the model's decode step routes without allocating.
+pub fn route_into(
+    logits: &[f32],
+    norm_topk_prob: bool,
+    probs: &mut Vec<f32>,
+    experts: &mut [usize],
+    weights: &mut [f32],
+) {
+    probs.clear();
+    probs.extend_from_slice(logits);
+    softmax_in_place(probs);
+    top_k_into(probs, experts);
+    for (w, &e) in weights.iter_mut().zip(experts.iter()) {
+        *w = probs[e];
+    }
     if norm_topk_prob {
         let sum: f32 = weights.iter().sum();
-        for w in &mut weights {
+        for w in weights.iter_mut() {
             *w /= sum;
         }
     }
-    Routing { experts, weights }
 }
 // ANCHOR_END: route
 
@@ -58,17 +80,34 @@ pub fn route_topk_softmax(logits: &[f32], k: usize) -> Routing {
 /// The indices of the `k` largest values, largest first; equal values keep the lower
 /// index first (a stable order, so a tie never depends on the sort algorithm).
 pub fn top_k_indices(values: &[f32], k: usize) -> Vec<usize> {
+    let mut idx = vec![0; k];
+    top_k_into(values, &mut idx);
+    idx
+}
+
+/// [`top_k_indices`] into `out` (`k = out.len()`), without allocating: k passes of a
+/// selection, each taking the largest value not yet taken (`total_cmp`, a total order
+/// even with NaN; the first of equal values wins, so ties go to the lower index).
+pub fn top_k_into(values: &[f32], out: &mut [usize]) {
+    let k = out.len();
     assert!(
         k >= 1 && k <= values.len(),
         "top-k: k = {k} must be in 1..={}",
         values.len()
     );
-    let mut idx: Vec<usize> = (0..values.len()).collect();
-    // total_cmp gives a total order even with NaN; reversed for "largest first", and the
-    // stable sort keeps equal values in index order.
-    idx.sort_by(|&a, &b| values[b].total_cmp(&values[a]));
-    idx.truncate(k);
-    idx
+    for i in 0..k {
+        let (taken, rest) = out.split_at_mut(i);
+        let mut best: Option<usize> = None;
+        for (j, v) in values.iter().enumerate() {
+            if taken.contains(&j) {
+                continue;
+            }
+            if best.is_none_or(|b| v.total_cmp(&values[b]).is_gt()) {
+                best = Some(j);
+            }
+        }
+        rest[0] = best.expect("k ≤ values.len() leaves a value to take");
+    }
 }
 
 /// DeepSeek-V3's routing parameters (`config.json`: `n_routed_experts`, `num_experts_per_tok`,
@@ -151,5 +190,25 @@ mod tests {
         let z = 2f32.exp() + 1f32.exp() + 1.0;
         assert!((r.weights[0] - 2f32.exp() / z).abs() < 1e-7);
         assert!((r.weights[1] - 1f32.exp() / z).abs() < 1e-7);
+    }
+
+    /// The selection in `top_k_into` orders exactly as a stable descending sort by
+    /// `total_cmp` does (ties, repeated values, NaN and signed zeros included).
+    #[test]
+    fn selection_equals_stable_sort() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let pool = [0.0, -0.0, 1.0, 1.0, -2.5, f32::NAN, f32::INFINITY, 3.0];
+        for _ in 0..500 {
+            let n = rng.random_range(1..40);
+            let v: Vec<f32> = (0..n)
+                .map(|_| pool[rng.random_range(0..pool.len())] + rng.random_range(0..3) as f32)
+                .collect();
+            let k = rng.random_range(1..=n);
+            let mut sorted: Vec<usize> = (0..n).collect();
+            sorted.sort_by(|&a, &b| v[b].total_cmp(&v[a]));
+            sorted.truncate(k);
+            assert_eq!(top_k_indices(&v, k), sorted, "values {v:?}, k = {k}");
+        }
     }
 }

@@ -115,15 +115,15 @@ pub fn generate(
     let mut rng = rng_for(opts.sampling);
     let mut scratch = SampleScratch::default();
     let mut out = Vec::with_capacity(opts.max_new_tokens);
-    let mut logits = model.forward(&mut session, prompt, Logits::Last)?.logits;
+    let mut logits = model.step(&mut session, prompt, Logits::Last)?;
     loop {
-        let next = choose(&logits, opts.sampling, &mut rng, &mut scratch);
+        let next = choose(logits, opts.sampling, &mut rng, &mut scratch);
         out.push(next);
         on_token(next);
         if out.len() == opts.max_new_tokens || opts.stop.contains(&next) {
             return Ok(out);
         }
-        logits = model.forward(&mut session, &[next], Logits::Last)?.logits;
+        logits = model.step(&mut session, &[next], Logits::Last)?;
     }
 }
 // ANCHOR_END: generate

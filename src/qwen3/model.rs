@@ -7,8 +7,8 @@
 //!     → RMSNorm → lm_head → logits
 //! ```
 //!
-//! Every step calls the chapter that explains it: [`rmsnorm`], [`softmax_in_place`] and
-//! [`dot`] from the kernels, [`apply_rope`] with frequencies from the long-context
+//! Every step calls the chapter that explains it: [`rmsnorm`] and attention ([`attend`],
+//! the fast form of [`attend_reference`](crate::kernels::attend_reference)) from the kernels, [`apply_rope`] with frequencies from the long-context
 //! chapter's [`RopeConfig`](crate::long_context::scaling::RopeConfig), and the MoE
 //! chapter's router and bucketed expert layer ([`moe_fast`], the batched form of
 //! [`moe_bucketed`](crate::moe::moe_bucketed)). Attention is grouped-query
@@ -19,8 +19,8 @@
 
 use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
-use crate::kernels::{dot, rmsnorm, softmax_in_place};
-use crate::moe::{Routing, moe_fast};
+use crate::kernels::{KvHead, attend, rmsnorm};
+use crate::moe::{MoeScratch, Routing, moe_fast_into};
 use crate::position::rope::{RopeTable, apply_rope};
 use crate::qwen3::config::Qwen3Config;
 use crate::qwen3::kv_cache::KvCache;
@@ -86,6 +86,11 @@ struct Scratch {
     head: Vec<f32>,
     /// Attention scores of one query against the cache.
     scores: Vec<f32>,
+    /// The MoE layer's buffers and a dense MLP's gate/up buffer.
+    moe: MoeScratch,
+    mlp: Vec<f32>,
+    /// Logits of the last call `[rows, vocab]`.
+    logits: Vec<f32>,
 }
 
 impl<'a> Model<'a> {
@@ -130,9 +135,40 @@ impl<'a> Model<'a> {
         self.forward(&mut session, ids, Logits::All)
     }
 
-    // ANCHOR: forward
-    /// Runs `ids` (the next positions after what `session` holds) through the model.
+    /// Runs `ids` (the next positions after what `session` holds) through the model and
+    /// returns the logits with every MoE layer's routing.
     pub fn forward(&self, session: &mut Session, ids: &[u32], want: Logits) -> Result<Output> {
+        let mut routing = Vec::new();
+        let rows = self.run(session, ids, want, Some(&mut routing))?;
+        Ok(Output {
+            logits: session.scratch.logits.clone(),
+            rows,
+            routing,
+        })
+    }
+
+    /// [`Model::forward`] without the copies: the logits (`[rows, vocab]`) stay in the
+    /// session's buffer and routing is not recorded, so once the session's buffers have
+    /// grown a decode step allocates nothing (tests/no_alloc.rs counts).
+    pub fn step<'s>(
+        &self,
+        session: &'s mut Session,
+        ids: &[u32],
+        want: Logits,
+    ) -> Result<&'s [f32]> {
+        self.run(session, ids, want, None)?;
+        Ok(&session.scratch.logits)
+    }
+
+    // ANCHOR: forward
+    /// The forward pass proper; returns the number of logit rows written.
+    fn run(
+        &self,
+        session: &mut Session,
+        ids: &[u32],
+        want: Logits,
+        mut routing: Option<&mut Vec<LayerRouting>>,
+    ) -> Result<usize> {
         let c = &self.config;
         let w = &self.weights;
         let (n, h) = (ids.len(), c.hidden_size);
@@ -148,7 +184,11 @@ impl<'a> Model<'a> {
             )));
         }
         session.cache.reserve(n)?;
-        session.scratch.resize(c, n, session.cache.capacity());
+        let rows = match want {
+            Logits::All => n,
+            Logits::Last => 1,
+        };
+        session.scratch.resize(c, n, rows, session.cache.capacity());
         let past = session.cache.len();
 
         // 1. Embedding: row `id` of embed_tokens.
@@ -157,7 +197,6 @@ impl<'a> Model<'a> {
         }
 
         // 2. The decoder layers, each two pre-norm residual sub-blocks.
-        let mut routing = Vec::new();
         for (l, layer) in w.layers.iter().enumerate() {
             let s = &mut session.scratch;
             for (x, xn) in s.x.chunks_exact(h).zip(s.xn.chunks_exact_mut(h)) {
@@ -171,21 +210,24 @@ impl<'a> Model<'a> {
                 rmsnorm(x, &layer.post_attention_layernorm, c.rms_norm_eps, xn);
             }
             match &layer.mlp {
-                Ffn::Dense(mlp) => mlp.forward_batch_fast(&s.xn, &mut s.y),
+                Ffn::Dense(mlp) => mlp.forward_batch_fast(&s.xn, &mut s.y, &mut s.mlp),
                 Ffn::Moe { router, experts } => {
-                    let (y, r) = moe_fast(
+                    let k = c.num_experts_per_tok;
+                    moe_fast_into(
                         &s.xn,
-                        h,
                         router,
                         experts,
-                        c.num_experts_per_tok,
+                        k,
                         c.norm_topk_prob,
+                        &mut s.moe,
+                        &mut s.y,
                     );
-                    s.y.copy_from_slice(&y);
-                    routing.push(LayerRouting {
-                        layer: l,
-                        routing: r,
-                    });
+                    if let Some(r) = routing.as_deref_mut() {
+                        r.push(LayerRouting {
+                            layer: l,
+                            routing: s.moe.routings(k),
+                        });
+                    }
                 }
             }
             add_in_place(&mut s.x, &s.y);
@@ -193,23 +235,16 @@ impl<'a> Model<'a> {
         session.cache.advance(n);
 
         // 3. Final RMSNorm and the LM head, for the positions asked for.
-        let first = match want {
-            Logits::All => 0,
-            Logits::Last => n - 1,
-        };
-        let rows = n - first;
-        let mut logits = vec![0.0f32; rows * c.vocab_size];
         let s = &mut session.scratch;
-        for (t, out) in (first..n).zip(logits.chunks_exact_mut(c.vocab_size)) {
-            let xn = &mut s.xn[t * h..(t + 1) * h];
-            rmsnorm(&s.x[t * h..(t + 1) * h], &w.norm, c.rms_norm_eps, xn);
-            w.lm_head.matmul(xn, out);
+        let last = (n - rows) * h..n * h;
+        for (x, xn) in s.x[last.clone()]
+            .chunks_exact(h)
+            .zip(s.xn[last.clone()].chunks_exact_mut(h))
+        {
+            rmsnorm(x, &w.norm, c.rms_norm_eps, xn);
         }
-        Ok(Output {
-            logits,
-            rows,
-            routing,
-        })
+        w.lm_head.matmul(&s.xn[last], &mut s.logits);
+        Ok(rows)
     }
     // ANCHOR_END: forward
 
@@ -262,21 +297,16 @@ impl<'a> Model<'a> {
         let one = |t: usize, out: &mut [f32], scores: &mut Vec<f32>| {
             let pos = past + t;
             let lo = window.map_or(0, |win| (pos + 1).saturating_sub(win));
-            scores.resize(pos + 1 - lo, 0.0);
-            for (hq, o) in out.chunks_exact_mut(d).enumerate() {
-                let g = hq / group; // the KV head this query head shares
-                let q = &q_all[t * qd + hq * d..t * qd + (hq + 1) * d];
-                for (j, sc) in (lo..=pos).zip(scores.iter_mut()) {
-                    *sc = dot(q, &keys[j * kvd + g * d..j * kvd + (g + 1) * d]) * scale;
-                }
-                softmax_in_place(scores);
-                o.fill(0.0);
-                for (j, &p) in (lo..=pos).zip(scores.iter()) {
-                    let v = &values[j * kvd + g * d..j * kvd + (g + 1) * d];
-                    for (oi, vi) in o.iter_mut().zip(v) {
-                        *oi += p * vi;
-                    }
-                }
+            for (g, o) in out.chunks_exact_mut(group * d).enumerate() {
+                // The `group` query heads sharing KV head g are adjacent in q.
+                let q = &q_all[t * qd + g * group * d..t * qd + (g + 1) * group * d];
+                let kv = KvHead {
+                    keys,
+                    values,
+                    stride: kvd,
+                    offset: g * d,
+                };
+                attend(q, d, kv, lo..pos + 1, scale, scores, o);
             }
         };
         if n == 1 {
@@ -297,7 +327,7 @@ impl<'a> Model<'a> {
 }
 
 impl Scratch {
-    fn resize(&mut self, c: &Qwen3Config, n: usize, capacity: usize) {
+    fn resize(&mut self, c: &Qwen3Config, n: usize, rows: usize, capacity: usize) {
         let h = c.hidden_size;
         for (buf, len) in [
             (&mut self.x, n * h),
@@ -309,6 +339,7 @@ impl Scratch {
             (&mut self.attn, n * c.q_dim()),
             (&mut self.head, c.head_dim),
             (&mut self.scores, capacity),
+            (&mut self.logits, rows * c.vocab_size),
         ] {
             buf.resize(len, 0.0);
         }

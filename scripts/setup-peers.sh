@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Installs chapter 10's peers and makes the benchmark checkpoints, from the registries only
+# (PyPI, crates.io), into PEERS (default target/peers) — each step skipped when its result
+# is already there, so running it again costs nothing:
+#   PEERS/py        Python venv: torch 2.15.0 + transformers 5.24.0 (checkpoint generator,
+#                   PyTorch eager peer, GGUF converter)
+#   PEERS/llama     Python venv: llama-cpp-python 0.3.36 compiled from its PyPI sdist
+#                   (it vendors llama.cpp; GGML_NATIVE, so this CPU's instructions)
+#   PEERS/models/{bf16,f32}        scripts/gen_bench_model.py (≈ 6.2 GB and 12.4 GB)
+#   PEERS/models/{bf16,f32}.gguf   llama.cpp's convert_hf_to_gguf.py from that sdist
+#   scripts/candle-bench/target/release/candle-bench   candle-transformers 0.11.1
+#
+#   scripts/setup-peers.sh            then   scripts/bench-peers.sh
+#
+# About 30 minutes on 2 cores and ≈ 40 GB of disk (most of the time compiling llama.cpp and
+# candle, downloading torch and writing the checkpoints).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+PEERS=${PEERS:-$ROOT/target/peers}
+mkdir -p "$PEERS/models"
+log() { echo "== setup-peers: $*" >&2; }
+
+if ! "$PEERS/py/bin/python" -c 'import torch, transformers' 2>/dev/null; then
+    log "PyTorch venv"
+    python3 -m venv "$PEERS/py"
+    "$PEERS/py/bin/pip" install -q torch==2.15.0 transformers==5.24.0
+fi
+PY=$PEERS/py/bin/python
+
+SDIST_DIR=$PEERS/llama-src
+if ! "$PEERS/llama/bin/python" -c 'import llama_cpp' 2>/dev/null; then
+    log "llama-cpp-python 0.3.36 (compiling llama.cpp)"
+    python3 -m venv "$PEERS/llama"
+    "$PEERS/llama/bin/pip" install -q numpy
+    mkdir -p "$SDIST_DIR"
+    "$PEERS/llama/bin/pip" download -q --no-deps --no-binary llama-cpp-python \
+        llama-cpp-python==0.3.36 -d "$SDIST_DIR"
+    # `--no-binary llama-cpp-python`, not `:all:`: otherwise pip compiles cmake and ninja too.
+    CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF \
+-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF" \
+    CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+        "$PEERS/llama/bin/pip" install -q --no-binary llama-cpp-python \
+        "$SDIST_DIR"/llama_cpp_python-0.3.36.tar.gz
+fi
+
+if [ ! -x scripts/candle-bench/target/release/candle-bench ]; then
+    log "candle-bench (candle-transformers 0.11.1)"
+    cargo build --release --quiet --manifest-path scripts/candle-bench/Cargo.toml
+fi
+
+for dt in bf16 f32; do
+    dir=$PEERS/models/$dt
+    if [ ! -f "$dir/model.safetensors.index.json" ]; then
+        log "checkpoint $dir"
+        tdt=bfloat16; [ "$dt" = f32 ] && tdt=float32
+        "$PY" scripts/gen_bench_model.py "$dir" --dtype "$tdt"
+    fi
+done
+
+# GGUF: the converter writes the vocabulary into the file, and the bench checkpoints have no
+# tokenizer, so Qwen's (made from data/qwen.tiktoken) goes beside links to the weights.
+if [ ! -f "$PEERS/models/bf16.gguf" ] || [ ! -f "$PEERS/models/f32.gguf" ]; then
+    tar xzf "$SDIST_DIR"/llama_cpp_python-0.3.36.tar.gz -C "$SDIST_DIR"
+    CONVERT=$SDIST_DIR/llama_cpp_python-0.3.36/vendor/llama.cpp/convert_hf_to_gguf.py
+    TOK=$PEERS/qwen-tokenizer
+    [ -f "$TOK/tokenizer.json" ] || "$PY" scripts/make_qwen_tokenizer.py data/qwen.tiktoken "$TOK"
+    for dt in bf16 f32; do
+        [ -f "$PEERS/models/$dt.gguf" ] && continue
+        log "GGUF $dt"
+        conv=$PEERS/convert-$dt
+        rm -rf "$conv" && mkdir -p "$conv"
+        ln -s "$PEERS/models/$dt"/* "$conv"/
+        cp "$TOK"/* "$conv"/
+        "$PY" "$CONVERT" "$conv" --outtype "$dt" --outfile "$PEERS/models/$dt.gguf.part"
+        mv "$PEERS/models/$dt.gguf.part" "$PEERS/models/$dt.gguf"
+        rm -rf "$conv"
+    done
+fi
+log "done: scripts/bench-peers.sh (PEERS=$PEERS)"

@@ -1,0 +1,100 @@
+//! Chapter 10: a decode step allocates nothing. A counting global allocator watches
+//! `Model::step` on the bundled checkpoint: once the session's buffers have grown (the
+//! prefill and the first step), further steps must not touch the heap, on the serial path
+//! the tiny model takes and on the rayon path a bigger call takes.
+
+use llm_anatomy::kernels::Matrix;
+use llm_anatomy::qwen3::{Logits, Model};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded unchanged to the system allocator, which upholds
+// `GlobalAlloc`'s contract; the counter is a side effect that allocates nothing.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded with the caller's layout (the caller upholds `alloc`'s contract).
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System.alloc` with this layout (via `alloc` above).
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as for `dealloc`, and `new_size` is the caller's valid size.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// The counter is global, so the tests of this file take turns.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn allocations_during(f: impl FnOnce()) -> usize {
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    f();
+    ALLOCATIONS.load(Ordering::SeqCst) - before
+}
+
+#[test]
+fn decode_steps_do_not_allocate() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (config, ckpt) = llm_anatomy::qwen3::open(Path::new("data/tiny-qwen3-moe")).unwrap();
+    let model = Model::new(config, &ckpt).unwrap();
+    let mut session = model.session(64).unwrap();
+    let prompt: Vec<u32> = (0..16).map(|i| 1000 + 37 * i).collect();
+    let logits = model.step(&mut session, &prompt, Logits::Last).unwrap();
+    let mut next = llm_anatomy::qwen3::generate::argmax(logits) as u32;
+    next = llm_anatomy::qwen3::generate::argmax(
+        model.step(&mut session, &[next], Logits::Last).unwrap(),
+    ) as u32;
+    let mut produced = Vec::with_capacity(8);
+    let n = allocations_during(|| {
+        for _ in 0..8 {
+            let logits = model.step(&mut session, &[next], Logits::Last).unwrap();
+            next = llm_anatomy::qwen3::generate::argmax(logits) as u32;
+            produced.push(next);
+        }
+    });
+    assert_eq!(n, 0, "{n} allocations in 8 decode steps");
+    assert_eq!(produced.len(), 8);
+}
+
+#[test]
+fn parallel_matmul_does_not_allocate() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // 2048 × 1024 weights: far above the serial threshold, so rayon runs the row blocks.
+    let w: Vec<f32> = (0..2048 * 1024).map(|i| (i % 17) as f32 * 1e-3).collect();
+    let m = Matrix::f32(&w, 2048, 1024);
+    let x = vec![0.5f32; 1024];
+    let mut out = vec![0.0f32; 2048];
+    // From inside a pool, as `anatomy bench` runs: a call from outside goes through rayon's
+    // injector queue, which allocates a block every 63 jobs injected.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let n = pool.install(|| {
+        m.matmul(&x, &mut out); // the workers' deques grow on first use
+        allocations_during(|| {
+            for _ in 0..8 {
+                m.matmul(&x, &mut out);
+            }
+        })
+    });
+    assert_eq!(n, 0, "{n} allocations in 8 parallel matmuls");
+    let row1: f64 = w[1024..2048].iter().map(|&v| v as f64 * 0.5).sum();
+    assert!(
+        (out[1] as f64 - row1).abs() < 1e-4 * row1,
+        "{} vs {row1}",
+        out[1]
+    );
+}
