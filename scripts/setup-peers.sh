@@ -2,8 +2,8 @@
 # Installs chapter 10's peers and makes the benchmark checkpoints, from the registries only
 # (PyPI, crates.io), into PEERS (default target/peers) — each step skipped when its result
 # is already there, so running it again costs nothing:
-#   PEERS/py        Python venv: torch 2.15.0 + transformers 5.24.0 (checkpoint generator,
-#                   PyTorch eager peer, GGUF converter)
+#   PEERS/py        Python venv: torch 2.15.0 + transformers 5.24.0 + tiktoken 0.14.0
+#                   (checkpoint generator, PyTorch eager peer, Qwen tokenizer, GGUF converter)
 #   PEERS/llama     Python venv: llama-cpp-python 0.3.36 compiled from its PyPI sdist
 #                   (it vendors llama.cpp; GGML_NATIVE, so this CPU's instructions)
 #   PEERS/models/{bf16,f32}        scripts/gen_bench_model.py (≈ 6.2 GB and 12.4 GB)
@@ -21,10 +21,10 @@ PEERS=${PEERS:-$ROOT/target/peers}
 mkdir -p "$PEERS/models"
 log() { echo "== setup-peers: $*" >&2; }
 
-if ! "$PEERS/py/bin/python" -c 'import torch, transformers' 2>/dev/null; then
+if ! "$PEERS/py/bin/python" -c 'import torch, transformers, tiktoken' 2>/dev/null; then
     log "PyTorch venv"
     python3 -m venv "$PEERS/py"
-    "$PEERS/py/bin/pip" install -q torch==2.15.0 transformers==5.24.0
+    "$PEERS/py/bin/pip" install -q torch==2.15.0 transformers==5.24.0 tiktoken==0.14.0
 fi
 PY=$PEERS/py/bin/python
 
