@@ -167,20 +167,8 @@ impl<'a> Matrix<'a> {
 
     /// Row `r` widened to f32 into `out` (length `cols`).
     pub fn row_into(&self, r: usize, out: &mut [f32]) {
-        let span = r * self.cols..(r + 1) * self.cols;
-        match self.data {
-            WeightData::F32(d) => out.copy_from_slice(&d[span]),
-            WeightData::Bf16(d) => {
-                for (o, v) in out.iter_mut().zip(&d[span]) {
-                    *o = v.to_f32();
-                }
-            }
-            WeightData::F16(d) => {
-                for (o, v) in out.iter_mut().zip(&d[span]) {
-                    *o = v.to_f32();
-                }
-            }
-        }
+        assert_eq!(out.len(), self.cols, "row_into: output length");
+        self.row_slice_into(r, 0, out);
     }
 
     /// `out = W·x` (`x` has `cols` entries, `out` has `rows`). The clear reference
