@@ -300,7 +300,10 @@ fn grouped_with<'w>(
     // panel buffer is the calling thread's, reused across calls (a fresh one only if that
     // thread is already inside a grouped matmul).
     #[cfg(target_arch = "x86_64")]
-    let min_tokens = match (avx512, matrix(first.matrix).data) {
+    let min_tokens = match (
+        avx512 && is_x86_feature_detected!("avx512f"),
+        matrix(first.matrix).data,
+    ) {
         (false, _) => usize::MAX,
         (true, WeightData::F32(_)) => GEMM_MIN_TOKENS_F32,
         (true, _) => GEMM_MIN_TOKENS,
@@ -362,9 +365,10 @@ fn run_jobs<'w>(
         let span = r0 * cols..r1 * cols;
         #[cfg(target_arch = "x86_64")]
         if let Some(first) = panels.first.get(job / blocks).copied().flatten() {
-            // SAFETY: AVX-512F is available (`panels` is only filled when it is); the
-            // panels of this group hold `g.n` tokens padded to whole panels of `cols`
-            // columns; `o` may write rows r0..r1 for tokens < g.n (as for the tiles).
+            // SAFETY: AVX-512F is available (`panels` is only filled when `grouped_with`
+            // detected it); the panels of this group hold `g.n` tokens padded to whole
+            // panels of `cols` columns; `o` may write rows r0..r1 for tokens < g.n (as for
+            // the tiles).
             unsafe { gemm_block(&w, r0..r1, &panels.data[first..], g.n, o) };
             return;
         }
