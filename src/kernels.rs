@@ -1057,8 +1057,9 @@ pub fn attend_reference(
 // ANCHOR_END: attend
 
 /// [`attend_reference`] with AVX-512 FMAs when the CPU has them and `d` is a multiple of
-/// 16: each key and value row is read once for all the heads of the group, and the scores
-/// of all heads are kept (`scores` is `[heads, span]`). Otherwise the reference runs.
+/// 16: each key row is read once for all the heads of the group, the scores of all heads
+/// are kept (`scores` is `[heads, span]`), and each head's weighted values are summed 128
+/// columns at a time in registers. Otherwise the reference runs.
 pub fn attend(
     q: &[f32],
     d: usize,
