@@ -149,8 +149,9 @@ fn run_in_pool(dir: &Path, opts: &BenchOptions) -> Result<BenchReport> {
         })
         .collect();
 
-    // Each repetition: a fresh session, the prompt in one prefill call, then greedy decode
-    // steps; the medians are reported (every rep's rate is in the JSON too).
+    // Each repetition: the session's cache emptied (its buffers kept), the prompt in one
+    // prefill call, then greedy decode steps; the medians are reported (every rep's rate
+    // is in the JSON too).
     let mut session = model.session(opts.prompt_len + opts.gen_tokens)?;
     let (mut prefill_runs, mut decode_runs) = (Vec::new(), Vec::new());
     for _ in 0..opts.reps {

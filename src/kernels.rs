@@ -491,12 +491,11 @@ unsafe fn gemm_block(w: &Matrix, r: std::ops::Range<usize>, panels: &[f32], n: u
             acc.fill([_mm512_setzero_ps(); 2]);
             for k0 in (0..cols).step_by(KC) {
                 for m in 0..micro {
-                    let mut a: [[__m512; 2]; MR] = acc[m * MR..(m + 1) * MR]
-                        .try_into()
-                        .unwrap_or_else(|_| unreachable!());
+                    let mut a = [[_mm512_setzero_ps(); 2]; MR];
+                    a.copy_from_slice(&acc[m * MR..(m + 1) * MR]);
                     for c in k0..(k0 + KC).min(cols) {
-                        // SAFETY: the panel holds PANEL floats for each of `cols` columns;
-                        // micro-panel m holds MR floats for each column.
+                        // SAFETY: the panel holds PANEL floats for each of `cols` columns,
+                        // and rows m·MR .. m·MR + MR of `wide` exist (`micro · MR` rows).
                         let (x0, x1, wc) = unsafe {
                             (
                                 _mm512_loadu_ps(xp.add(c * PANEL)),

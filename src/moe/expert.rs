@@ -54,9 +54,7 @@ impl Expert<'_> {
         let mut u = vec![0.0f32; i];
         self.gate.matvec(x, &mut g);
         self.up.matvec(x, &mut u);
-        for (gv, uv) in g.iter_mut().zip(&u) {
-            *gv = silu(*gv) * uv;
-        }
+        swiglu(&mut g, &u);
         self.down.matvec(&g, out);
     }
     // ANCHOR_END: forward
@@ -99,9 +97,16 @@ impl Expert<'_> {
             scratch,
         );
         let (g, u) = scratch.split_at_mut(n * i);
-        for (gv, uv) in g.iter_mut().zip(u.iter()) {
-            *gv = silu(*gv) * uv;
-        }
+        swiglu(g, u);
         self.down.matmul(g, out);
+    }
+}
+
+/// The SwiGLU gate, in place: `gate ← silu(gate) ⊙ up` (element by element; any number of
+/// rows laid out alike in both).
+pub fn swiglu(gate: &mut [f32], up: &[f32]) {
+    assert_eq!(gate.len(), up.len(), "swiglu: lengths");
+    for (g, u) in gate.iter_mut().zip(up) {
+        *g = silu(*g) * u;
     }
 }

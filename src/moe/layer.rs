@@ -9,9 +9,9 @@
 //! `moe.bucketed_equiv`). DeepSeekMoE adds always-on shared experts ([`moe_with_shared`],
 //! claim `moe.shared_expert`); which layers are MoE at all is [`is_moe_layer`].
 
-use super::expert::Expert;
+use super::expert::{Expert, swiglu};
 use super::router::{Routing, route, route_into};
-use crate::kernels::{Group, Matrix, matmul_grouped, silu};
+use crate::kernels::{Group, Matrix, matmul_grouped};
 
 /// The router logits of one token: `router · x` (`router` is `[num_experts, hidden]`).
 pub fn router_logits(router: &Matrix, x: &[f32]) -> Vec<f32> {
@@ -121,7 +121,7 @@ pub fn buckets(routings: &[Routing], num_experts: usize) -> Vec<Vec<(usize, f32)
 /// (a counting sort, so each expert's tokens stay in increasing order, as [`buckets`]
 /// gives them); every chosen expert's gate and up projections in one grouped matmul, its
 /// SwiGLU, every down projection in a second; then the weighted outputs scatter-added in
-/// routing order. An expert's weights are read once per call however many tokens chose
+/// expert order (as transformers adds them). An expert's weights are read once per call however many tokens chose
 /// it; nothing is allocated once `scratch` has grown to the call's size. Equal to
 /// [`moe_bucketed`] up to the summation order inside each dot product.
 pub fn moe_fast_into(
@@ -205,9 +205,7 @@ pub fn moe_fast_into(
     };
     matmul_grouped(proj, &s.groups, &s.xs, &mut s.gate_up);
     let (gate, up) = s.gate_up.split_at_mut(slots * inter);
-    for (g, u) in gate.iter_mut().zip(up.iter()) {
-        *g = silu(*g) * u;
-    }
+    swiglu(gate, up);
     s.groups.truncate(active);
     for g in &mut s.groups {
         g.matrix /= 2;

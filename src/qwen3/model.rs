@@ -8,9 +8,10 @@
 //! ```
 //!
 //! Every step calls the chapter that explains it: [`rmsnorm`] and attention ([`attend`],
-//! the fast form of [`attend_reference`](crate::kernels::attend_reference)) from the kernels, [`apply_rope`] with frequencies from the long-context
-//! chapter's [`RopeConfig`](crate::long_context::scaling::RopeConfig), and the MoE
-//! chapter's router and bucketed expert layer ([`moe_fast`], the batched form of
+//! the fast form of [`attend_reference`](crate::kernels::attend_reference)) from the
+//! kernels, [`apply_rope`] with frequencies from the long-context chapter's
+//! [`RopeConfig`](crate::long_context::scaling::RopeConfig), and the MoE chapter's router
+//! and bucketed expert layer ([`moe_fast_into`], the batched form of
 //! [`moe_bucketed`](crate::moe::moe_bucketed)). Attention is grouped-query
 //! (`num_attention_heads / num_key_value_heads` query heads share a key/value head) and
 //! causal, with an optional sliding window; keys and values go through the [`KvCache`], so
