@@ -10,7 +10,7 @@
 //! read. Weights are handed out as [`Matrix`] views in their stored dtype (F32, BF16, F16):
 //! nothing is widened to f32 wholesale; the kernels widen row by row.
 
-use crate::error::{Error, Result};
+use crate::error::{CheckpointProblem, Error, Result};
 use crate::kernels::{Matrix, WeightData};
 use half::{bf16, f16};
 use memmap2::Mmap;
@@ -147,8 +147,26 @@ impl std::fmt::Debug for Checkpoint {
     }
 }
 
-fn invalid(path: &Path, problem: impl std::fmt::Display) -> Error {
-    Error::Invalid(format!("{}: {problem}", path.display()))
+/// A problem with the whole file (or directory), not one tensor.
+fn file_error(file: &Path, problem: CheckpointProblem) -> Error {
+    Error::Checkpoint {
+        file: file.to_path_buf(),
+        tensor: None,
+        problem,
+    }
+}
+
+/// A problem with one tensor of a file.
+fn tensor_error(file: &Path, tensor: &str, problem: CheckpointProblem) -> Error {
+    Error::Checkpoint {
+        file: file.to_path_buf(),
+        tensor: Some(tensor.to_string()),
+        problem,
+    }
+}
+
+fn malformed(file: &Path, detail: impl Into<String>) -> Error {
+    file_error(file, CheckpointProblem::Malformed(detail.into()))
 }
 
 fn io(path: &Path, source: std::io::Error) -> Error {
@@ -176,7 +194,7 @@ impl Checkpoint {
     ) -> Result<Checkpoint> {
         let meta = std::fs::metadata(dir).map_err(|e| io(dir, e))?;
         if !meta.is_dir() {
-            return Err(invalid(dir, "not a directory"));
+            return Err(file_error(dir, CheckpointProblem::NotADirectory));
         }
         let single = dir.join("model.safetensors");
         let index = dir.join("model.safetensors.index.json");
@@ -193,10 +211,7 @@ impl Checkpoint {
                 .collect();
             files.sort();
             if files.is_empty() {
-                return Err(invalid(
-                    dir,
-                    "no model.safetensors, model.safetensors.index.json or *.safetensors file",
-                ));
+                return Err(file_error(dir, CheckpointProblem::NoWeights));
             }
             (files, None)
         };
@@ -216,19 +231,20 @@ impl Checkpoint {
                 match ckpt.tensors.get(name) {
                     Some(e) if ckpt.shards[e.shard].path == *file => {}
                     Some(e) => {
-                        return Err(invalid(
+                        return Err(tensor_error(
                             &index,
-                            format!(
-                                "tensor `{name}` is listed in {} but found in {}",
-                                file.display(),
-                                ckpt.shards[e.shard].path.display()
-                            ),
+                            name,
+                            CheckpointProblem::Misplaced {
+                                listed: file.clone(),
+                                found: ckpt.shards[e.shard].path.clone(),
+                            },
                         ));
                     }
                     None => {
-                        return Err(invalid(
+                        return Err(tensor_error(
                             &index,
-                            format!("tensor `{name}` is missing from {}", file.display()),
+                            name,
+                            CheckpointProblem::MissingFromShard(file.clone()),
                         ));
                     }
                 }
@@ -252,11 +268,11 @@ impl Checkpoint {
         let file = std::fs::File::open(path).map_err(|e| io(path, e))?;
         let len = file.metadata().map_err(|e| io(path, e))?.len();
         if len < 8 {
-            return Err(invalid(
+            return Err(file_error(
                 path,
-                format!(
+                CheckpointProblem::Truncated(format!(
                     "{len} bytes: too short for a safetensors file (an 8-byte header length comes first)"
-                ),
+                )),
             ));
         }
         // SAFETY: `Mmap::map` is unsafe because the mapped bytes may change (or the pages
@@ -280,12 +296,12 @@ impl Checkpoint {
         let entries = parse_header(path, &map)?;
         for (name, info, start, end) in entries {
             if let Some(prev) = self.tensors.get(&name) {
-                return Err(invalid(
+                return Err(tensor_error(
                     path,
-                    format!(
-                        "tensor `{name}` appears again (first in {})",
-                        self.shards[prev.shard].path.display()
-                    ),
+                    &name,
+                    CheckpointProblem::Duplicate {
+                        first: self.shards[prev.shard].path.clone(),
+                    },
                 ));
             }
             self.tensors.insert(
@@ -315,19 +331,19 @@ fn read_index(index: &Path) -> Result<(Vec<PathBuf>, BTreeMap<String, PathBuf>)>
     let map = json
         .get("weight_map")
         .and_then(Value::as_object)
-        .ok_or_else(|| invalid(index, "no `weight_map` object"))?;
+        .ok_or_else(|| malformed(index, "no `weight_map` object"))?;
     let dir = index.parent().unwrap_or(Path::new("."));
     let mut files: Vec<PathBuf> = Vec::new();
     let mut out = BTreeMap::new();
     for (name, file) in map {
         let file = file.as_str().ok_or_else(|| {
-            invalid(
+            malformed(
                 index,
                 format!("weight_map[`{name}`] is {file}, not a file name"),
             )
         })?;
         if file.contains('/') || file.contains('\\') || file == ".." {
-            return Err(invalid(
+            return Err(malformed(
                 index,
                 format!("weight_map[`{name}`] = {file:?}: shard names must be plain file names"),
             ));
@@ -339,7 +355,7 @@ fn read_index(index: &Path) -> Result<(Vec<PathBuf>, BTreeMap<String, PathBuf>)>
         out.insert(name.clone(), path);
     }
     if files.is_empty() {
-        return Err(invalid(index, "`weight_map` is empty"));
+        return Err(malformed(index, "`weight_map` is empty"));
     }
     Ok((files, out))
 }
@@ -353,26 +369,26 @@ fn parse_header(path: &Path, bytes: &[u8]) -> Result<Vec<(String, TensorInfo, us
     let n = u64::from_le_bytes(len8);
     let available = (bytes.len() - 8) as u64;
     if n > available {
-        return Err(invalid(
+        return Err(file_error(
             path,
-            format!(
-                "header length {n} is larger than the {available} bytes after it (truncated file or corrupt header)"
-            ),
+            CheckpointProblem::Truncated(format!(
+                "header length {n} is larger than the {available} bytes after it"
+            )),
         ));
     }
     let data_start = 8 + n as usize;
     let header: Value = serde_json::from_slice(&bytes[8..data_start])
-        .map_err(|e| invalid(path, format!("header is not valid JSON: {e}")))?;
+        .map_err(|e| malformed(path, format!("header is not valid JSON: {e}")))?;
     let obj = header
         .as_object()
-        .ok_or_else(|| invalid(path, "header is not a JSON object"))?;
+        .ok_or_else(|| malformed(path, "header is not a JSON object"))?;
     let data_len = bytes.len() - data_start;
     let mut out = Vec::with_capacity(obj.len());
     for (name, v) in obj {
         if name == "__metadata__" {
             continue;
         }
-        let bad = |problem: String| invalid(path, format!("tensor `{name}`: {problem}"));
+        let bad = |problem: String| tensor_error(path, name, CheckpointProblem::Malformed(problem));
         let dtype_str = v
             .get("dtype")
             .and_then(Value::as_str)
@@ -395,9 +411,13 @@ fn parse_header(path: &Path, bytes: &[u8]) -> Result<Vec<(String, TensorInfo, us
             .ok_or_else(|| bad("`data_offsets` must be [begin, end]".into()))?;
         let (begin, end) = offsets;
         if begin > end || end > data_len as u64 {
-            return Err(bad(format!(
-                "data_offsets [{begin}, {end}] lie outside the data section of {data_len} bytes (truncated file or corrupt header)"
-            )));
+            return Err(tensor_error(
+                path,
+                name,
+                CheckpointProblem::Truncated(format!(
+                    "data_offsets [{begin}, {end}] lie outside the data section of {data_len} bytes"
+                )),
+            ));
         }
         let expected = shape
             .iter()
@@ -425,9 +445,10 @@ fn parse_header(path: &Path, bytes: &[u8]) -> Result<Vec<(String, TensorInfo, us
     ranges.sort_unstable();
     for w in ranges.windows(2) {
         if w[1].0 < w[0].1 {
-            return Err(invalid(
+            return Err(tensor_error(
                 path,
-                format!("tensors `{}` and `{}` overlap", w[0].2, w[1].2),
+                w[0].2,
+                CheckpointProblem::Overlap(w[1].2.to_string()),
             ));
         }
     }
@@ -472,19 +493,21 @@ impl Checkpoint {
     }
 
     fn entry(&self, name: &str) -> Result<&Entry> {
-        self.tensors.get(name).ok_or_else(|| {
-            invalid(
-                &self.dir,
-                format!("tensor `{name}` is missing from the checkpoint"),
-            )
-        })
+        self.tensors
+            .get(name)
+            .ok_or_else(|| tensor_error(&self.dir, name, CheckpointProblem::Missing))
     }
 
-    fn bad(&self, e: &Entry, name: &str, problem: impl std::fmt::Display) -> Error {
-        invalid(
-            &self.shards[e.shard].path,
-            format!("tensor `{name}`: {problem}"),
-        )
+    fn bad(&self, e: &Entry, name: &str, problem: CheckpointProblem) -> Error {
+        tensor_error(&self.shards[e.shard].path, name, problem)
+    }
+
+    fn wrong_shape(&self, e: &Entry, name: &str, expected: &[usize]) -> Error {
+        let problem = CheckpointProblem::Shape {
+            found: e.info.shape.clone(),
+            expected: expected.to_vec(),
+        };
+        self.bad(e, name, problem)
     }
 
     /// A 2-D weight `[rows, cols]` in its stored dtype (F32, BF16 or F16).
@@ -498,11 +521,7 @@ impl Checkpoint {
     pub fn tensor(&self, name: &str, shape: &[usize]) -> Result<Matrix<'_>> {
         let e = self.entry(name)?;
         if e.info.shape != shape {
-            return Err(self.bad(
-                e,
-                name,
-                format!("shape {:?}, expected {shape:?}", e.info.shape),
-            ));
+            return Err(self.wrong_shape(e, name, shape));
         }
         let cols = shape.last().copied().unwrap_or(1);
         let rows = shape[..shape.len().saturating_sub(1)].iter().product();
@@ -532,11 +551,7 @@ impl Checkpoint {
     pub fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>> {
         let e = self.entry(name)?;
         if e.info.shape != [len] {
-            return Err(self.bad(
-                e,
-                name,
-                format!("shape {:?}, expected [{len}]", e.info.shape),
-            ));
+            return Err(self.wrong_shape(e, name, &[len]));
         }
         Ok(self.to_f32(name)?.0)
     }
@@ -594,7 +609,11 @@ impl Checkpoint {
                 },
             }),
             other => {
-                return Err(self.bad(e, name, format!("dtype {other}, expected F32, BF16 or F16")));
+                let problem = CheckpointProblem::Dtype {
+                    found: other.to_string(),
+                    expected: "F32, BF16 or F16".into(),
+                };
+                return Err(self.bad(e, name, problem));
             }
         })
     }
@@ -703,6 +722,46 @@ mod tests {
             assert!(c.matrix("one", 1, 1).is_err());
             let _ = std::fs::remove_dir_all(&dir);
         }
+    }
+
+    /// Callers can tell the kinds of fault apart without reading the message.
+    #[test]
+    fn problems_are_typed() {
+        let w = f32_bytes(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let good = build(&[("w", "F32", vec![2, 3], w.clone())], 0);
+        let problem = |bytes: &[u8], tag: &str| {
+            let dir = tmp(tag);
+            write(&dir, "model.safetensors", bytes);
+            let opened = Checkpoint::open(&dir).and_then(|c| c.matrix("w", 3, 2).map(|_| ()));
+            let _ = std::fs::remove_dir_all(&dir);
+            match opened {
+                Err(Error::Checkpoint {
+                    problem, tensor, ..
+                }) => (problem, tensor),
+                other => panic!("{tag}: expected a checkpoint error, got {other:?}"),
+            }
+        };
+        let (p, _) = problem(&good[..good.len() - 4], "typed-trunc");
+        assert!(matches!(p, CheckpointProblem::Truncated(_)), "{p:?}");
+        let (p, _) = problem(&good[..6], "typed-short");
+        assert!(matches!(p, CheckpointProblem::Truncated(_)), "{p:?}");
+        let (p, t) = problem(&good, "typed-shape");
+        assert_eq!(
+            p,
+            CheckpointProblem::Shape {
+                found: vec![2, 3],
+                expected: vec![3, 2]
+            }
+        );
+        assert_eq!(t.as_deref(), Some("w"));
+        let wrong_dtype = build(&[("w", "I32", vec![3, 2], w.clone())], 0);
+        let (p, _) = problem(&wrong_dtype, "typed-dtype");
+        assert!(matches!(p, CheckpointProblem::Dtype { .. }), "{p:?}");
+        let missing = build(&[("v", "F32", vec![2, 3], w)], 0);
+        assert_eq!(
+            problem(&missing, "typed-missing").0,
+            CheckpointProblem::Missing
+        );
     }
 
     #[test]

@@ -35,4 +35,4 @@ pub mod position;
 pub mod qwen3;
 pub mod tokenizer;
 
-pub use error::{Error, Result};
+pub use error::{CheckpointProblem, Error, Result};

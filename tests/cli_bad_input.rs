@@ -338,3 +338,22 @@ fn bad_sampling_options() {
         &["top_p"],
     );
 }
+
+/// A write that fails is our side's failure (the machine's), not bad input: exit 1.
+#[test]
+fn unwritable_output_is_exit_1() {
+    let dir = copy_good("unwritable");
+    let out = dir.join("no-such-dir").join("out.safetensors");
+    let run = Command::new(env!("CARGO_BIN_EXE_anatomy"))
+        .args(["logits", dir.to_str().unwrap(), "--ids", IDS, "--out"])
+        .arg(&out)
+        .output()
+        .expect("run anatomy");
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(run.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("out.safetensors") && err.contains("cannot write"),
+        "{err}"
+    );
+}

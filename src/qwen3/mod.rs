@@ -47,8 +47,17 @@ pub fn save_logits(path: &Path, out: &Output, vocab: usize) -> Result<()> {
         &bytes,
     )
     .map_err(|e| crate::Error::Invalid(format!("logits tensor: {e}")))?;
-    safetensors::serialize_to_file([("logits", view)], None, path)
-        .map_err(|e| crate::Error::Invalid(format!("{}: {e}", path.display())))
+    // A failed write is not the input's fault: it exits 1, not 2.
+    safetensors::serialize_to_file([("logits", view)], None, path).map_err(|e| {
+        let source = match e {
+            safetensors::SafeTensorError::IoError(io) => io,
+            other => std::io::Error::other(other.to_string()),
+        };
+        crate::Error::Write {
+            path: path.to_path_buf(),
+            source,
+        }
+    })
 }
 
 /// One position's routing in one MoE layer, for reports.

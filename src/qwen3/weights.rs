@@ -9,7 +9,7 @@
 //! checkpoint's dtype: no weight is copied.
 
 use crate::checkpoint::{Checkpoint, row_block};
-use crate::error::{Error, Result};
+use crate::error::{CheckpointProblem, Error, Result};
 use crate::kernels::Matrix;
 use crate::moe::Expert;
 use crate::qwen3::config::Qwen3Config;
@@ -188,10 +188,14 @@ fn load_moe<'a>(
     }
     let first = format!("{pre}.experts.0.gate_proj.weight");
     if !ckpt.contains(&first) {
-        return Err(Error::Invalid(format!(
-            "{}: MoE layer `{pre}` has neither `{fused}` nor `{first}`",
-            ckpt.dir().display()
-        )));
+        return Err(Error::Checkpoint {
+            file: ckpt.dir().to_path_buf(),
+            tensor: None,
+            problem: CheckpointProblem::NoneOf {
+                what: format!("experts for MoE layer `{pre}`"),
+                names: vec![fused, first],
+            },
+        });
     }
     let experts = (0..n)
         .map(|e| {
