@@ -157,6 +157,54 @@ fn every_include_points_at_an_existing_file_and_anchor() {
     assert!(checked > 0, "the book includes nothing");
 }
 
+/// Every `// ANCHOR:` in src/ marks a listing some page shows; an anchor no page includes
+/// is a stale marker (delete it, or show the code).
+#[test]
+fn every_anchor_in_src_is_included_by_a_page() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut included = BTreeSet::new();
+    for (page, text) in pages() {
+        for (_, arg) in includes(&text) {
+            if let Some((file, anchor)) = arg.split_once(':') {
+                let target = page.parent().unwrap().join(file);
+                if let Ok(target) = target.canonicalize() {
+                    included.insert((target, anchor.to_string()));
+                }
+            }
+        }
+    }
+    let mut orphans = Vec::new();
+    let mut stack = vec![root.join("src")];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).expect("readable src") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|x| x != "rs") {
+                continue;
+            }
+            let text = fs::read_to_string(&path).expect("readable source");
+            let canonical = path.canonicalize().expect("canonical path");
+            for (i, line) in text.lines().enumerate() {
+                if let Some(anchor) = line.trim().strip_prefix("// ANCHOR: ") {
+                    if !included.contains(&(canonical.clone(), anchor.trim().to_string())) {
+                        let rel = path.strip_prefix(root).unwrap().display().to_string();
+                        orphans.push(format!("{rel}:{}: ANCHOR: {anchor}", i + 1));
+                    }
+                }
+            }
+        }
+    }
+    orphans.sort();
+    assert!(
+        orphans.is_empty(),
+        "anchors no page includes:\n{}",
+        orphans.join("\n")
+    );
+}
+
 #[test]
 fn code_listings_sit_in_ignored_rust_blocks() {
     // A listing is not a standalone program, so rustdoc/mdbook test must not try to run it.
