@@ -32,6 +32,7 @@ pub mod checkpoint;
 pub mod claims;
 pub mod error;
 pub mod figures;
+pub mod json;
 pub mod kernels;
 pub mod long_context;
 pub mod moe;

@@ -1,6 +1,6 @@
 //! Pins every `moe.*` and `qwen3.*` claim: status and computed value. Expected values are
 //! worked out here from the published configs by hand arithmetic, independently of
-//! src/params.rs; the transformers cross-check of the counts lives in tests/params.rs.
+//! src/params/; the transformers cross-check of the counts lives in tests/params.rs.
 
 use llm_anatomy::claims::{self, Status};
 

@@ -18,6 +18,7 @@
 //! `ext.direct_ood`, `ext.deepseek_v3`.
 
 use crate::error::{Error, Result};
+use crate::json::Fields;
 use crate::position::rope::{inv_freq as default_inv_freq, wavelength};
 use serde_json::Value;
 
@@ -94,41 +95,6 @@ pub struct RopeInit {
     pub attention_factor: f64,
 }
 
-fn get_f64(obj: &Value, key: &str, what: &str) -> Result<Option<f64>> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_f64()
-            .map(Some)
-            .ok_or_else(|| Error::field(what, key, format!("expected a number, got {v}"))),
-    }
-}
-
-fn get_usize(obj: &Value, key: &str, what: &str) -> Result<Option<usize>> {
-    match get_f64(obj, key, what)? {
-        None => Ok(None),
-        Some(x) if x >= 1.0 && x.fract() == 0.0 => Ok(Some(x as usize)),
-        Some(x) => Err(Error::field(
-            what,
-            key,
-            format!("expected a positive integer, got {x}"),
-        )),
-    }
-}
-
-fn get_f64_list(obj: &Value, key: &str, what: &str) -> Result<Vec<f64>> {
-    let arr = obj
-        .get(key)
-        .and_then(Value::as_array)
-        .ok_or_else(|| Error::field(what, key, "missing (a list of numbers is required)"))?;
-    arr.iter()
-        .map(|v| {
-            v.as_f64()
-                .ok_or_else(|| Error::field(what, key, format!("not a number: {v}")))
-        })
-        .collect()
-}
-
 fn check_theta(theta: f64, what: &str) -> Result<f64> {
     if theta.is_finite() && theta > 1.0 {
         Ok(theta)
@@ -137,19 +103,6 @@ fn check_theta(theta: f64, what: &str) -> Result<f64> {
             what,
             "rope_theta",
             format!("must be a number > 1, got {theta}"),
-        ))
-    }
-}
-
-fn require(v: Option<f64>, what: &str, key: &str) -> Result<f64> {
-    let x = v.ok_or_else(|| Error::field(what, key, "missing"))?;
-    if x.is_finite() && x > 0.0 {
-        Ok(x)
-    } else {
-        Err(Error::field(
-            what,
-            key,
-            format!("must be a positive number, got {x}"),
         ))
     }
 }
@@ -190,11 +143,12 @@ impl RopeConfig {
                 format!("expected an object, got {obj}"),
             ));
         }
+        let f = Fields::new(what, obj);
         // transformers 5 keeps the base inside `rope_parameters`; there it wins.
-        if let Some(t) = get_f64(obj, "rope_theta", what)? {
+        if let Some(t) = f.opt_f64("rope_theta")? {
             cfg.theta = check_theta(t, what)?;
         }
-        if let Some(p) = get_f64(obj, "partial_rotary_factor", what)? {
+        if let Some(p) = f.opt_f64("partial_rotary_factor")? {
             if !(p > 0.0 && p <= 1.0) {
                 return Err(Error::field(
                     what,
@@ -204,9 +158,9 @@ impl RopeConfig {
             }
             cfg.partial_rotary_factor = p;
         }
-        let kind = obj
-            .get("rope_type")
-            .or_else(|| obj.get("type"))
+        let kind = f
+            .raw("rope_type")
+            .or_else(|| f.raw("type"))
             .map(|v| {
                 v.as_str().ok_or_else(|| {
                     Error::field(what, "rope_type", format!("expected a string, got {v}"))
@@ -214,9 +168,10 @@ impl RopeConfig {
             })
             .transpose()?
             .unwrap_or("default");
-        let factor = get_f64(obj, "factor", what)?;
-        let original =
-            get_usize(obj, "original_max_position_embeddings", what)?.or(max_position_embeddings);
+        let factor = f.opt_f64("factor")?;
+        let original = f
+            .opt_whole("original_max_position_embeddings")?
+            .or(max_position_embeddings);
         let need_original = || {
             original.ok_or_else(|| {
                 Error::field(
@@ -229,7 +184,7 @@ impl RopeConfig {
         cfg.scaling = match kind {
             "default" => RopeScaling::Default,
             "linear" => RopeScaling::Linear {
-                factor: require(factor, what, "factor")?,
+                factor: f.req_positive_f64("factor")?,
             },
             "dynamic" => {
                 if max_position_embeddings.is_none() {
@@ -240,16 +195,16 @@ impl RopeConfig {
                     ));
                 }
                 RopeScaling::Dynamic {
-                    factor: require(factor, what, "factor")?,
+                    factor: f.req_positive_f64("factor")?,
                 }
             }
             "yarn" => {
                 let original = need_original()?;
                 // transformers requires the key; only an explicit `null` (DeepSeek style)
                 // means "max_position_embeddings / original_max_position_embeddings".
-                let factor = match (obj.get("factor"), factor) {
-                    (None, _) => return Err(Error::field(what, "factor", "missing")),
-                    (Some(_), Some(_)) => require(factor, what, "factor")?,
+                let factor = match (f.raw("factor"), factor) {
+                    (None, _) => return Err(f.error("factor", "missing")),
+                    (Some(_), Some(_)) => f.req_positive_f64("factor")?,
                     (Some(_), None) => match max_position_embeddings {
                         Some(m) => m as f64 / original as f64,
                         None => {
@@ -265,36 +220,18 @@ impl RopeConfig {
                 RopeScaling::Yarn(Yarn {
                     factor,
                     original_max_position_embeddings: original,
-                    beta_fast: nonzero(get_f64(obj, "beta_fast", what)?).unwrap_or(32.0),
-                    beta_slow: nonzero(get_f64(obj, "beta_slow", what)?).unwrap_or(1.0),
-                    mscale: get_f64(obj, "mscale", what)?,
-                    mscale_all_dim: get_f64(obj, "mscale_all_dim", what)?,
-                    attention_factor: get_f64(obj, "attention_factor", what)?,
-                    truncate: match obj.get("truncate") {
-                        None | Some(Value::Null) => true,
-                        Some(Value::Bool(b)) => *b,
-                        Some(v) => {
-                            return Err(Error::field(
-                                what,
-                                "truncate",
-                                format!("expected true or false, got {v}"),
-                            ));
-                        }
-                    },
+                    beta_fast: nonzero(f.opt_f64("beta_fast")?).unwrap_or(32.0),
+                    beta_slow: nonzero(f.opt_f64("beta_slow")?).unwrap_or(1.0),
+                    mscale: f.opt_f64("mscale")?,
+                    mscale_all_dim: f.opt_f64("mscale_all_dim")?,
+                    attention_factor: f.opt_f64("attention_factor")?,
+                    truncate: f.opt_bool("truncate")?.unwrap_or(true),
                 })
             }
             "llama3" => RopeScaling::Llama3(Llama3 {
-                factor: require(factor, what, "factor")?,
-                low_freq_factor: require(
-                    get_f64(obj, "low_freq_factor", what)?,
-                    what,
-                    "low_freq_factor",
-                )?,
-                high_freq_factor: require(
-                    get_f64(obj, "high_freq_factor", what)?,
-                    what,
-                    "high_freq_factor",
-                )?,
+                factor: f.req_positive_f64("factor")?,
+                low_freq_factor: f.req_positive_f64("low_freq_factor")?,
+                high_freq_factor: f.req_positive_f64("high_freq_factor")?,
                 original_max_position_embeddings: need_original()?,
             }),
             "longrope" | "su" => {
@@ -306,7 +243,7 @@ impl RopeConfig {
                 };
                 let planes = cfg.rotary_dim() / 2;
                 let list = |key: &str| -> Result<Vec<f64>> {
-                    let v = get_f64_list(obj, key, what)?;
+                    let v = f.req_f64_list(key)?;
                     if v.len() == planes {
                         Ok(v)
                     } else {
@@ -321,12 +258,12 @@ impl RopeConfig {
                     short_factor: list("short_factor")?,
                     long_factor: list("long_factor")?,
                     factor,
-                    attention_factor: get_f64(obj, "attention_factor", what)?,
+                    attention_factor: f.opt_f64("attention_factor")?,
                     original_max_position_embeddings: original,
                 })
             }
             "proportional" => RopeScaling::Proportional {
-                factor: get_f64(obj, "factor", what)?.unwrap_or(1.0),
+                factor: factor.unwrap_or(1.0),
             },
             other => {
                 return Err(Error::field(
@@ -351,24 +288,26 @@ impl RopeConfig {
     /// while a top-level `original_max_position_embeddings` (Phi-3 keeps it there)
     /// overrides the object's own for llama3, YaRN and LongRoPE.
     pub fn from_model_config(config: &Value, what: &str) -> Result<Self> {
-        let head_dim = match get_usize(config, "qk_rope_head_dim", what)? {
+        let f = Fields::new(what, config);
+        let head_dim = match f.opt_whole("qk_rope_head_dim")? {
             Some(d) => d,
-            None => match get_usize(config, "head_dim", what)? {
+            None => match f.opt_whole("head_dim")? {
                 Some(d) => d,
                 None => {
-                    let hidden = get_usize(config, "hidden_size", what)?
-                        .ok_or_else(|| Error::field(what, "hidden_size", "missing"))?;
-                    let heads = get_usize(config, "num_attention_heads", what)?
-                        .ok_or_else(|| Error::field(what, "num_attention_heads", "missing"))?;
+                    let hidden = f
+                        .opt_whole("hidden_size")?
+                        .ok_or_else(|| f.error("hidden_size", "missing"))?;
+                    let heads = f
+                        .opt_whole("num_attention_heads")?
+                        .ok_or_else(|| f.error("num_attention_heads", "missing"))?;
                     hidden / heads
                 }
             },
         };
         // As in transformers' `rope_scaling or rope_parameters`: a non-empty legacy object wins.
         let non_empty = |key: &str| {
-            config
-                .get(key)
-                .filter(|v| !v.is_null() && v.as_object().is_none_or(|o| !o.is_empty()))
+            f.get(key)
+                .filter(|v| v.as_object().is_none_or(|o| !o.is_empty()))
         };
         let (key, params) = match non_empty("rope_scaling") {
             Some(p) => ("rope_scaling", Some(p)),
@@ -394,7 +333,7 @@ impl RopeConfig {
             ));
         }
         for field in ["rope_theta", "partial_rotary_factor"] {
-            if let Some(v) = config.get(field).filter(|v| !v.is_null()) {
+            if let Some(v) = f.get(field) {
                 merged.entry(field).or_insert_with(|| v.clone());
             }
         }
@@ -403,20 +342,18 @@ impl RopeConfig {
             .or_else(|| merged.get("type"))
             .and_then(Value::as_str);
         if matches!(kind, Some("llama3" | "yarn" | "longrope" | "su"))
-            && let Some(v) = config
-                .get("original_max_position_embeddings")
-                .filter(|v| !v.is_null())
+            && let Some(v) = f.get("original_max_position_embeddings")
         {
             merged.insert("original_max_position_embeddings".into(), v.clone());
         }
         // transformers' `default_theta` when neither place gives a base: 10⁴, except the
         // families whose config class overrides it (of those this crate reads, Mixtral).
-        let default_theta = match config.get("model_type").and_then(Value::as_str) {
+        let default_theta = match f.get("model_type").and_then(Value::as_str) {
             Some("mixtral") => 1e6,
             _ => 10_000.0,
         };
-        let theta = get_f64(config, "rope_theta", what)?.unwrap_or(default_theta);
-        let max_pos = get_usize(config, "max_position_embeddings", what)?;
+        let theta = f.opt_f64("rope_theta")?.unwrap_or(default_theta);
+        let max_pos = f.opt_whole("max_position_embeddings")?;
         RopeConfig::new(head_dim, theta, Some(&Value::Object(merged)), max_pos, what)
     }
 }
@@ -475,16 +412,12 @@ impl RopeConfig {
                 )
             }
             RopeScaling::Proportional { factor } => {
+                // The exponents run over the whole head (2i/head_dim), not the rotated part.
                 let rotating = (self.partial_rotary_factor * self.head_dim as f64) as usize / 2;
-                let d = self.head_dim as f64;
-                let freqs = (0..self.head_dim / 2)
-                    .map(|i| {
-                        if i < rotating {
-                            1.0 / self.theta.powf((2 * i) as f64 / d) / factor
-                        } else {
-                            0.0
-                        }
-                    })
+                let freqs = default_inv_freq(self.head_dim, self.theta)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, f)| if i < rotating { f / factor } else { 0.0 })
                     .collect();
                 (freqs, 1.0)
             }

@@ -13,6 +13,7 @@
 //! `head_dim = hidden_size / num_attention_heads` for Qwen3-MoE (Qwen3's class says 128).
 
 use crate::error::{Error, Result};
+use crate::json::Fields;
 use crate::long_context::scaling::RopeConfig;
 use serde_json::Value;
 use std::path::Path;
@@ -63,79 +64,9 @@ pub struct Qwen3Config {
     pub eos_token_ids: Vec<u32>,
 }
 
-fn get<'a>(cfg: &'a Value, key: &str) -> Option<&'a Value> {
-    cfg.get(key).filter(|v| !v.is_null())
-}
-
-fn opt_usize(cfg: &Value, key: &str, what: &str) -> Result<Option<usize>> {
-    match get(cfg, key) {
-        None => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .and_then(|x| usize::try_from(x).ok())
-            .map(Some)
-            .ok_or_else(|| {
-                Error::field(
-                    what,
-                    key,
-                    format!("expected a non-negative integer, got {v}"),
-                )
-            }),
-    }
-}
-
-fn req_usize(cfg: &Value, key: &str, what: &str) -> Result<usize> {
-    let v = opt_usize(cfg, key, what)?.ok_or_else(|| Error::field(what, key, "missing"))?;
-    if v == 0 {
-        return Err(Error::field(what, key, "must be at least 1"));
-    }
-    Ok(v)
-}
-
-fn opt_bool(cfg: &Value, key: &str, what: &str) -> Result<Option<bool>> {
-    match get(cfg, key) {
-        None => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(v) => Err(Error::field(
-            what,
-            key,
-            format!("expected true or false, got {v}"),
-        )),
-    }
-}
-
-fn opt_str<'a>(cfg: &'a Value, key: &str, what: &str) -> Result<Option<&'a str>> {
-    match get(cfg, key) {
-        None => Ok(None),
-        Some(v) => v
-            .as_str()
-            .map(Some)
-            .ok_or_else(|| Error::field(what, key, format!("expected a string, got {v}"))),
-    }
-}
-
-fn usize_list(cfg: &Value, key: &str, what: &str) -> Result<Vec<usize>> {
-    match get(cfg, key) {
-        None => Ok(Vec::new()),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|v| {
-                v.as_u64()
-                    .and_then(|x| usize::try_from(x).ok())
-                    .ok_or_else(|| Error::field(what, key, format!("not an index: {v}")))
-            })
-            .collect(),
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .and_then(|x| usize::try_from(x).ok())
-            .map(|x| vec![x])
-            .ok_or_else(|| Error::field(what, key, format!("not an index: {n}"))),
-        Some(v) => Err(Error::field(
-            what,
-            key,
-            format!("expected a list of integers, got {v}"),
-        )),
-    }
+/// Sizes that fix tensor shapes must be at least 1.
+fn req_usize(f: &Fields, field: &str) -> Result<usize> {
+    f.req_usize_nonzero(field, "must be at least 1")
 }
 
 // ANCHOR: parse
@@ -149,7 +80,8 @@ impl Qwen3Config {
         if generation.is_file()
             && let Ok(g) = crate::error::read_json(&generation)
         {
-            let eos = usize_list(&g, "eos_token_id", &generation.display().to_string())?;
+            let name = generation.display().to_string();
+            let eos = Fields::new(&name, &g).index_list("eos_token_id")?;
             if !eos.is_empty() {
                 cfg.eos_token_ids = eos.into_iter().map(|x| x as u32).collect();
             }
@@ -162,9 +94,9 @@ impl Qwen3Config {
         if !cfg.is_object() {
             return Err(Error::Invalid(format!("{what}: not a JSON object")));
         }
-        let has_experts =
-            get(cfg, "num_experts").is_some() || get(cfg, "num_local_experts").is_some();
-        let model_type = match opt_str(cfg, "model_type", what)? {
+        let f = Fields::new(what, cfg);
+        let has_experts = f.get("num_experts").is_some() || f.get("num_local_experts").is_some();
+        let model_type = match f.opt_str("model_type")? {
             Some(t @ ("qwen3_moe" | "qwen3")) => t.to_string(),
             Some(other) => {
                 return Err(Error::field(
@@ -177,21 +109,21 @@ impl Qwen3Config {
             None => "qwen3".to_string(),
         };
         let moe = model_type == "qwen3_moe";
-        let style = if get(cfg, "rope_parameters").is_some()
-            || get(cfg, "num_local_experts").is_some()
-            || get(cfg, "dtype").is_some()
+        let style = if f.get("rope_parameters").is_some()
+            || f.get("num_local_experts").is_some()
+            || f.get("dtype").is_some()
         {
             ConfigStyle::Transformers5
         } else {
             ConfigStyle::Transformers4
         };
 
-        let hidden_size = req_usize(cfg, "hidden_size", what)?;
-        let num_hidden_layers = req_usize(cfg, "num_hidden_layers", what)?;
-        let num_attention_heads = req_usize(cfg, "num_attention_heads", what)?;
-        let vocab_size = req_usize(cfg, "vocab_size", what)?;
+        let hidden_size = req_usize(&f, "hidden_size")?;
+        let num_hidden_layers = req_usize(&f, "num_hidden_layers")?;
+        let num_attention_heads = req_usize(&f, "num_attention_heads")?;
+        let vocab_size = req_usize(&f, "vocab_size")?;
         // Qwen3MoeConfig defaults to 4 KV heads, Qwen3Config to all heads.
-        let num_key_value_heads = opt_usize(cfg, "num_key_value_heads", what)?.unwrap_or(if moe {
+        let num_key_value_heads = f.opt_usize("num_key_value_heads")?.unwrap_or(if moe {
             4
         } else {
             num_attention_heads
@@ -205,7 +137,7 @@ impl Qwen3Config {
                 ),
             ));
         }
-        let head_dim = opt_usize(cfg, "head_dim", what)?.unwrap_or(if moe {
+        let head_dim = f.opt_usize("head_dim")?.unwrap_or(if moe {
             hidden_size / num_attention_heads
         } else {
             128
@@ -217,7 +149,7 @@ impl Qwen3Config {
                 format!("must be even and at least 2, got {head_dim}"),
             ));
         }
-        let hidden_act = opt_str(cfg, "hidden_act", what)?.unwrap_or("silu");
+        let hidden_act = f.opt_str("hidden_act")?.unwrap_or("silu");
         if hidden_act != "silu" {
             return Err(Error::field(
                 what,
@@ -225,18 +157,8 @@ impl Qwen3Config {
                 format!("{hidden_act:?}: only \"silu\" (SwiGLU) is supported"),
             ));
         }
-        let max_position_embeddings =
-            opt_usize(cfg, "max_position_embeddings", what)?.unwrap_or(32768);
-        let rms_norm_eps = match get(cfg, "rms_norm_eps") {
-            None => 1e-6,
-            Some(v) => v.as_f64().filter(|e| *e >= 0.0).ok_or_else(|| {
-                Error::field(
-                    what,
-                    "rms_norm_eps",
-                    format!("expected a number ≥ 0, got {v}"),
-                )
-            })?,
-        } as f32;
+        let max_position_embeddings = f.opt_usize("max_position_embeddings")?.unwrap_or(32768);
+        let rms_norm_eps = f.opt_nonnegative_f64("rms_norm_eps")?.unwrap_or(1e-6) as f32;
         let rope = RopeConfig::from_model_config(cfg, what)?;
         if rope.head_dim != head_dim {
             return Err(Error::field(
@@ -250,12 +172,12 @@ impl Qwen3Config {
         }
 
         // The MoE fields (an absent expert count means a dense model).
-        let num_experts = match opt_usize(cfg, "num_experts", what)? {
+        let num_experts = match f.opt_usize("num_experts")? {
             Some(n) => n,
-            None => opt_usize(cfg, "num_local_experts", what)?.unwrap_or(0),
+            None => f.opt_usize("num_local_experts")?.unwrap_or(0),
         };
         let (num_experts_per_tok, moe_intermediate_size) = if num_experts > 0 {
-            let k = req_usize(cfg, "num_experts_per_tok", what)?;
+            let k = req_usize(&f, "num_experts_per_tok")?;
             if k > num_experts {
                 return Err(Error::field(
                     what,
@@ -263,11 +185,11 @@ impl Qwen3Config {
                     format!("{k} is more than the {num_experts} experts"),
                 ));
             }
-            (k, req_usize(cfg, "moe_intermediate_size", what)?)
+            (k, req_usize(&f, "moe_intermediate_size")?)
         } else {
             (0, 0)
         };
-        let decoder_sparse_step = opt_usize(cfg, "decoder_sparse_step", what)?.unwrap_or(1);
+        let decoder_sparse_step = f.opt_usize("decoder_sparse_step")?.unwrap_or(1);
         if num_experts > 0 && decoder_sparse_step == 0 {
             return Err(Error::field(
                 what,
@@ -275,19 +197,19 @@ impl Qwen3Config {
                 "must be at least 1 (MoE every n-th layer)",
             ));
         }
-        let mlp_only_layers = usize_list(cfg, "mlp_only_layers", what)?;
+        let mlp_only_layers = f.index_list("mlp_only_layers")?;
 
         // Sliding windows: Qwen3-MoE applies one to every layer when enabled; dense Qwen3
         // picks layers by `layer_types` (or from `max_window_layers` on).
-        let window = if opt_bool(cfg, "use_sliding_window", what)?.unwrap_or(false) {
-            Some(opt_usize(cfg, "sliding_window", what)?.unwrap_or(4096)).filter(|w| *w > 0)
+        let window = if f.opt_bool("use_sliding_window")?.unwrap_or(false) {
+            Some(f.opt_usize("sliding_window")?.unwrap_or(4096)).filter(|w| *w > 0)
         } else {
             None
         };
         let sliding_window = if moe {
             vec![window; num_hidden_layers]
         } else {
-            match get(cfg, "layer_types") {
+            match f.get("layer_types") {
                 Some(Value::Array(types)) => {
                     if types.len() != num_hidden_layers {
                         return Err(Error::field(
@@ -317,7 +239,7 @@ impl Qwen3Config {
                     ));
                 }
                 None => {
-                    let first = opt_usize(cfg, "max_window_layers", what)?.unwrap_or(28);
+                    let first = f.opt_usize("max_window_layers")?.unwrap_or(28);
                     (0..num_hidden_layers)
                         .map(|l| window.filter(|_| l >= first))
                         .collect()
@@ -330,28 +252,29 @@ impl Qwen3Config {
             style,
             vocab_size,
             hidden_size,
-            intermediate_size: opt_usize(cfg, "intermediate_size", what)?.unwrap_or(0),
+            intermediate_size: f.opt_usize("intermediate_size")?.unwrap_or(0),
             num_hidden_layers,
             num_attention_heads,
             num_key_value_heads,
             head_dim,
             max_position_embeddings,
             rms_norm_eps,
-            tie_word_embeddings: opt_bool(cfg, "tie_word_embeddings", what)?.unwrap_or(false),
-            attention_bias: opt_bool(cfg, "attention_bias", what)?.unwrap_or(false),
+            tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
+            attention_bias: f.opt_bool("attention_bias")?.unwrap_or(false),
             rope,
             num_experts,
             num_experts_per_tok,
             moe_intermediate_size,
-            norm_topk_prob: opt_bool(cfg, "norm_topk_prob", what)?.unwrap_or(false),
+            norm_topk_prob: f.opt_bool("norm_topk_prob")?.unwrap_or(false),
             decoder_sparse_step,
             mlp_only_layers,
             sliding_window,
-            dtype: match opt_str(cfg, "dtype", what)? {
+            dtype: match f.opt_str("dtype")? {
                 Some(d) => Some(d.to_string()),
-                None => opt_str(cfg, "torch_dtype", what)?.map(str::to_string),
+                None => f.opt_str("torch_dtype")?.map(str::to_string),
             },
-            eos_token_ids: usize_list(cfg, "eos_token_id", what)?
+            eos_token_ids: f
+                .index_list("eos_token_id")?
                 .into_iter()
                 .map(|x| x as u32)
                 .collect(),

@@ -1,0 +1,172 @@
+//! Every figure of the book, one function each, drawn with plotters into SVG.
+//! `anatomy figures` (and `anatomy tour`) write them into `figures/`; notebooks show
+//! them inline with [`show`]. Text needs a registered font, so the DejaVu Sans face is
+//! compiled in: no system font is needed.
+//!
+//! This file holds the registry, rendering and the helpers every chart shares; each
+//! chapter's figures live in the submodule named after the chapter's module.
+
+mod long_context;
+mod moe;
+mod optim;
+mod params;
+mod position;
+mod qwen3;
+mod tokenizer;
+
+use crate::error::{Error, Result};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::{FontStyle, register_font};
+use std::path::{Path, PathBuf};
+
+type DrawResult = std::result::Result<(), Box<dyn std::error::Error>>;
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+
+/// One figure: its file stem, size and drawing function.
+pub struct Figure {
+    pub name: &'static str,
+    pub size: (u32, u32),
+    pub draw: fn(&Area) -> DrawResult,
+}
+
+/// All figures, in book order.
+pub const FIGURES: &[Figure] = &[
+    Figure {
+        name: "rope_clocks",
+        size: (800, 420),
+        draw: position::rope_clocks,
+    },
+    Figure {
+        name: "rope_heatmap",
+        size: (800, 460),
+        draw: position::rope_heatmap,
+    },
+    Figure {
+        name: "rope_decay",
+        size: (800, 440),
+        draw: position::rope_decay,
+    },
+    Figure {
+        name: "scaling_wavelengths",
+        size: (800, 460),
+        draw: long_context::scaling_wavelengths,
+    },
+    Figure {
+        name: "yarn_ramp",
+        size: (800, 420),
+        draw: long_context::yarn_ramp,
+    },
+    Figure {
+        name: "tok_embedding_norms",
+        size: (820, 440),
+        draw: tokenizer::tok_embedding_norms,
+    },
+    Figure {
+        name: "tok_vocab_lengths",
+        size: (820, 440),
+        draw: tokenizer::tok_vocab_lengths,
+    },
+    Figure {
+        name: "moe_balance",
+        size: (1200, 420),
+        draw: moe::moe_balance,
+    },
+    Figure {
+        name: "param_shares",
+        size: (860, 400),
+        draw: params::param_shares,
+    },
+    Figure {
+        name: "newton_schulz_map",
+        size: (800, 440),
+        draw: optim::newton_schulz_map,
+    },
+    Figure {
+        name: "muon_demo",
+        size: (1000, 440),
+        draw: optim::muon_demo,
+    },
+    Figure {
+        name: "muon_sweep",
+        size: (800, 440),
+        draw: optim::muon_sweep,
+    },
+    Figure {
+        name: "qwen3_word_experts",
+        size: (1000, 420),
+        draw: qwen3::qwen3_word_experts,
+    },
+];
+
+fn register_fonts() {
+    // Registering twice only overwrites the entry, so this is safe to call per figure.
+    let _ = register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular());
+    let _ = register_font("sans-serif", FontStyle::Bold, dejavu::sans::bold());
+}
+
+/// Renders one figure to an SVG string.
+pub fn render_svg(name: &str) -> Result<String> {
+    let fig = FIGURES
+        .iter()
+        .find(|f| f.name == name)
+        .ok_or_else(|| Error::Invalid(format!("no figure named {name:?}")))?;
+    register_fonts();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, fig.size).into_drawing_area();
+        (fig.draw)(&root).map_err(|e| Error::Figure {
+            name: name.into(),
+            message: e.to_string(),
+        })?;
+        root.present().map_err(|e| Error::Figure {
+            name: name.into(),
+            message: e.to_string(),
+        })?;
+    }
+    Ok(svg)
+}
+
+/// Writes every figure as `DIR/<name>.svg` and returns the paths.
+pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    FIGURES
+        .iter()
+        .map(|f| {
+            let path = dir.join(format!("{}.svg", f.name));
+            std::fs::write(&path, render_svg(f.name)?).map_err(|source| Error::Io {
+                path: path.clone(),
+                source,
+            })?;
+            Ok(path)
+        })
+        .collect()
+}
+
+/// The legend box every chart uses: translucent white, black border.
+fn draw_legend<'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    position: SeriesLabelPosition,
+) -> DrawResult {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
+/// Displays a figure inline in an evcxr (Jupyter) notebook.
+pub fn show(name: &str) -> Result<()> {
+    let svg = render_svg(name)?;
+    println!("EVCXR_BEGIN_CONTENT image/svg+xml\n{svg}\nEVCXR_END_CONTENT");
+    Ok(())
+}
+
+/// The running example of chapters 1–3: head dimension 128, RoPE base 10 000.
+const D: usize = 128;
+const BASE: f64 = 10_000.0;

@@ -1,0 +1,168 @@
+//! Chapter 7's figures (source S0 5.6): what Newton–Schulz does to a singular value, and
+//! the measured Muon / Adam / SGD demo (loss curves and learning-rate sweeps).
+
+use super::{Area, DrawResult, draw_legend};
+use plotters::prelude::*;
+
+/// What Newton–Schulz does to one singular value: the quintic p applied 1…5 times to
+/// x = σ/‖G‖_F, on a log axis from 10⁻³ to 1.
+pub(super) fn newton_schulz_map(root: &Area) -> DrawResult {
+    use crate::optim::muon::{NS_COEFFICIENTS, ns_polynomial};
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            "Newton–Schulz on one singular value: p(x) = 3.4445x − 4.7750x³ + 2.0315x⁵, iterated",
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d((1e-3f64..1.0).log_scale(), 0f64..1.35)?;
+    chart
+        .configure_mesh()
+        .x_desc("normalised singular value x = σ / ‖G‖_F (log scale)")
+        .y_desc("after k steps")
+        .draw()?;
+    let xs: Vec<f64> = (0..=400)
+        .map(|i| 10f64.powf(-3.0 + 3.0 * i as f64 / 400.0))
+        .collect();
+    let colors = [
+        RGBColor(200, 200, 240),
+        RGBColor(150, 150, 230),
+        RGBColor(100, 100, 220),
+        RGBColor(50, 50, 200),
+        RED,
+    ];
+    for (k, color) in (1..=5).zip(colors) {
+        let points = xs.iter().map(|&x| {
+            let mut y = x;
+            for _ in 0..k {
+                y = ns_polynomial(y, NS_COEFFICIENTS);
+            }
+            (x, y)
+        });
+        let width = if k == 5 { 3 } else { 2 };
+        chart
+            .draw_series(LineSeries::new(points, color.stroke_width(width)))?
+            .label(format!("{k} step{}", if k == 1 { "" } else { "s" }))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(width))
+            });
+    }
+    chart
+        .draw_series(LineSeries::new([(1e-3, 1.0), (1.0, 1.0)], BLACK.mix(0.5)))?
+        .label("exact polar factor UVᵀ (every σ → 1)")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.5)));
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+    Ok(())
+}
+
+const OPT_COLORS: [RGBColor; 3] = [
+    RGBColor(230, 120, 0),
+    RGBColor(30, 100, 200),
+    RGBColor(200, 30, 60),
+];
+
+/// Held-out loss against steps for SGD-momentum, Adam and Muon at their tuned learning
+/// rates: left the 1 000-step budget, right the 300-step one.
+pub(super) fn muon_demo(root: &Area) -> DrawResult {
+    use crate::optim::demo;
+    root.fill(&WHITE)?;
+    let (long, short) = demo::book_runs();
+    let (left, right) = root.split_horizontally(root.dim_in_pixel().0 / 2);
+    for (area, run) in [(&left, long), (&right, short)] {
+        let steps = run.config.eval_steps();
+        let mut chart = ChartBuilder::on(area)
+            .caption(
+                format!(
+                    "{} steps: {} ends lowest",
+                    run.config.steps,
+                    run.winner().kind.name()
+                ),
+                ("sans-serif", 18),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0f64..run.config.steps as f64, (5e-3f64..5.0).log_scale())?;
+        chart
+            .configure_mesh()
+            .x_desc("step")
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_desc("held-out MSE (mean of 3 seeds)")
+            .draw()?;
+        for (s, color) in run.sweeps.iter().zip(OPT_COLORS) {
+            chart
+                .draw_series(LineSeries::new(
+                    steps
+                        .iter()
+                        .zip(&s.best_curve)
+                        .map(|(&t, &l)| (t as f64, l.max(5e-3))),
+                    color.stroke_width(2),
+                ))?
+                .label(format!(
+                    "{}, lr {} → {:.4}",
+                    s.kind.name(),
+                    s.best_lr,
+                    s.best_final
+                ))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+        }
+        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+    }
+    Ok(())
+}
+
+/// Final held-out loss against learning rate for each optimizer (1 000 steps solid,
+/// 300 steps dashed): the tuned rate of each is the minimum of its curve.
+pub(super) fn muon_sweep(root: &Area) -> DrawResult {
+    use crate::optim::demo;
+    root.fill(&WHITE)?;
+    let (long, short) = demo::book_runs();
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            "Learning-rate sweeps: final held-out MSE (solid 1 000 steps, dashed 300)",
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d((1e-3f64..10.0).log_scale(), (5e-3f64..5.0).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("learning rate (log scale)")
+        .y_desc("final held-out MSE")
+        .draw()?;
+    for (run, dashed) in [(long, false), (short, true)] {
+        for (s, color) in run.sweeps.iter().zip(OPT_COLORS) {
+            // Diverged runs (NaN) are left out of the line.
+            let points: Vec<(f64, f64)> = s
+                .lrs
+                .iter()
+                .zip(&s.final_losses)
+                .filter(|(_, l)| l.is_finite())
+                .map(|(&lr, &l)| (lr, l.clamp(5e-3, 5.0)))
+                .collect();
+            if dashed {
+                chart.draw_series(DashedLineSeries::new(
+                    points.clone(),
+                    6,
+                    4,
+                    color.stroke_width(2),
+                ))?;
+            } else {
+                chart
+                    .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
+                    .label(s.kind.name())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                    });
+            }
+            chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+        }
+    }
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+    Ok(())
+}

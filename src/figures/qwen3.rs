@@ -1,0 +1,86 @@
+//! Chapter 9's figure: which experts each word class is routed to in the bundled tiny
+//! Qwen3-MoE.
+
+use super::{Area, DrawResult};
+use plotters::prelude::*;
+
+/// Chapter 9: which experts each word class goes to in the bundled tiny Qwen3-MoE (trained
+/// on a toy grammar), one heatmap per MoE layer; cells give the share of the class's
+/// expert slots in percent.
+pub(super) fn qwen3_word_experts(root: &Area) -> DrawResult {
+    root.fill(&WHITE)?;
+    let (config, ckpt) = crate::qwen3::open(&crate::qwen3::bundled_dir())?;
+    let model = crate::qwen3::Model::new(config, &ckpt)?;
+    let tok = crate::tokenizer::Tokenizer::qwen()?;
+    let r = crate::qwen3::word_class_routing(&model, &tok)?;
+    let (title, body) = root.split_vertically(40);
+    title.titled(
+        "Bundled tiny Qwen3-MoE: share of each word class's expert slots (%), held-out toy-grammar text",
+        ("sans-serif", 18),
+    )?;
+    let panels = body.split_evenly((1, r.layers.len()));
+    let classes = r.classes.clone();
+    for (panel, (layer, shares)) in panels.iter().zip(&r.layers) {
+        let experts = shares.first().map_or(0, Vec::len);
+        let names = classes.clone();
+        let mut chart = ChartBuilder::on(panel)
+            .caption(
+                format!("layer {layer} (colour: 0 → 50%)"),
+                ("sans-serif", 16),
+            )
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(100)
+            // A segmented range a..b has b − a + 1 cells.
+            .build_cartesian_2d(
+                (0..experts - 1).into_segmented(),
+                (0..classes.len() - 1).into_segmented(),
+            )?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_desc("expert")
+            .y_desc("word class")
+            .x_labels(experts)
+            .y_labels(classes.len())
+            .x_label_formatter(&|e| match e {
+                SegmentValue::CenterOf(e) => format!("e{e}"),
+                _ => String::new(),
+            })
+            .y_label_formatter(&|c| match c {
+                SegmentValue::CenterOf(c) => names.get(*c).cloned().unwrap_or_default(),
+                _ => String::new(),
+            })
+            .draw()?;
+        chart.draw_series(shares.iter().enumerate().flat_map(|(c, row)| {
+            row.iter().enumerate().map(move |(e, &x)| {
+                let color = ViridisRGB::get_color((x / 0.5).min(1.0) as f32);
+                Rectangle::new(
+                    [
+                        (SegmentValue::Exact(e), SegmentValue::Exact(c)),
+                        (SegmentValue::Exact(e + 1), SegmentValue::Exact(c + 1)),
+                    ],
+                    color.filled(),
+                )
+            })
+        }))?;
+        chart.draw_series(shares.iter().enumerate().flat_map(|(c, row)| {
+            row.iter()
+                .enumerate()
+                .filter(|(_, x)| **x > 0.0)
+                .map(move |(e, &x)| {
+                    let style = TextStyle::from(("sans-serif", 13)).color(if x > 0.3 {
+                        &BLACK
+                    } else {
+                        &WHITE
+                    });
+                    Text::new(
+                        format!("{:.0}", 100.0 * x),
+                        (SegmentValue::CenterOf(e), SegmentValue::CenterOf(c)),
+                        style,
+                    )
+                })
+        }))?;
+    }
+    Ok(())
+}
