@@ -1,0 +1,111 @@
+//! Attention for one position over a KV cache, grouped-query: [`attend_reference`] is the
+//! engine's inner loop (chapter 9), [`attend`] its fast twin (chapter 10), with the AVX-512
+//! kernel of `x86.rs` when the CPU has one. A test at the end pins the two equal.
+
+use super::{dot, softmax_in_place, x86};
+use std::ops::Range;
+
+/// Where one KV head's keys and values sit in the cache: position `j`'s vector is
+/// `data[j · stride + offset ..][..head_dim]`.
+#[derive(Clone, Copy, Debug)]
+pub struct KvHead<'a> {
+    pub keys: &'a [f32],
+    pub values: &'a [f32],
+    pub stride: usize,
+    pub offset: usize,
+}
+
+// ANCHOR: attend
+/// `out_h = Σ_j softmax_j(q_h · k_j · scale) · v_j` over the positions `span`, for the
+/// query heads `q` (`[heads, d]`) that share the KV head `kv` (grouped-query attention);
+/// `out` is `[heads, d]` and `scores` scratch. The clear version; [`attend`] is the fast
+/// one, and a test pins the two equal.
+pub fn attend_reference(
+    q: &[f32],
+    d: usize,
+    kv: KvHead,
+    span: Range<usize>,
+    scale: f32,
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    let at = |j: usize| j * kv.stride + kv.offset..j * kv.stride + kv.offset + d;
+    scores.resize(span.len(), 0.0);
+    for (qh, o) in q.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+        for (j, s) in span.clone().zip(scores.iter_mut()) {
+            *s = dot(qh, &kv.keys[at(j)]) * scale;
+        }
+        softmax_in_place(scores);
+        o.fill(0.0);
+        for (j, &p) in span.clone().zip(scores.iter()) {
+            for (oi, vi) in o.iter_mut().zip(&kv.values[at(j)]) {
+                *oi += p * vi;
+            }
+        }
+    }
+}
+// ANCHOR_END: attend
+
+/// [`attend_reference`] with AVX-512 FMAs when the CPU has them and `d` is a multiple of
+/// 16: each key row is read once for all the heads of the group, the scores of all heads
+/// are kept (`scores` is `[heads, span]`), and each head's weighted values are summed 128
+/// columns at a time in registers. Otherwise the reference runs.
+pub fn attend(
+    q: &[f32],
+    d: usize,
+    kv: KvHead,
+    span: Range<usize>,
+    scale: f32,
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    assert!(
+        d > 0 && q.len() == out.len() && q.len().is_multiple_of(d),
+        "attend: shapes"
+    );
+    let last = span.end.saturating_sub(1) * kv.stride + kv.offset + d;
+    assert!(
+        span.is_empty() || (last <= kv.keys.len() && last <= kv.values.len()),
+        "attend: positions past the cache"
+    );
+    // SAFETY: the asserts above are `x86::attend`'s contract: the shapes fit, and every
+    // row of `span` (the last one ends at `last`) lies inside `keys` and `values`.
+    if unsafe { x86::attend(q, d, kv, span.clone(), scale, scores, out) } {
+        return;
+    }
+    attend_reference(q, d, kv, span, scale, scores, out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fast attention equals the reference for grouped heads, a sliding span and a
+    /// head dimension the AVX-512 path takes (128) and one it does not (24).
+    #[test]
+    fn attend_equals_reference() {
+        let val = |s: usize| ((s * 7919 % 1009) as f32 - 504.0) / 300.0;
+        for (d, heads, kv_heads) in [(128, 4, 2), (24, 2, 3), (32, 1, 1)] {
+            let (stride, positions) = (kv_heads * d, 37);
+            let keys: Vec<f32> = (0..positions * stride).map(|s| val(s + 3)).collect();
+            let values: Vec<f32> = (0..positions * stride).map(|s| val(s * 5 + 1)).collect();
+            let q: Vec<f32> = (0..heads * d).map(|s| val(s * 11 + 7)).collect();
+            for (g, span) in [(0, 0..37), (kv_heads - 1, 9..30), (0, 5..6)] {
+                let kv = KvHead {
+                    keys: &keys,
+                    values: &values,
+                    stride,
+                    offset: g * d,
+                };
+                let scale = (d as f32).powf(-0.5);
+                let (mut a, mut b) = (vec![0.0; heads * d], vec![0.0; heads * d]);
+                attend_reference(&q, d, kv, span.clone(), scale, &mut Vec::new(), &mut a);
+                attend(&q, d, kv, span.clone(), scale, &mut Vec::new(), &mut b);
+                let scale_out = a.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+                for (x, y) in a.iter().zip(&b) {
+                    assert!((x - y).abs() <= 1e-5 * scale_out, "d {d}: {x} vs {y}");
+                }
+            }
+        }
+    }
+}
