@@ -1,9 +1,26 @@
-//! Attention for one position over a KV cache, grouped-query: [`attend_reference`] is the
-//! engine's inner loop (chapter 9), [`attend`] its fast twin (chapter 10), with the AVX-512
-//! kernel of `x86.rs` when the CPU has one. A test at the end pins the two equal.
+//! Attention as one concept, at the bottom floor: the [`Mask`] that says which keys a query
+//! may see, and `softmax(q·kᵀ·scale)·v` three ways. [`naive_attention`] materialises the
+//! score matrix on ndarray (chapters 1 and 3 show it; chapter 3's tiled online-softmax
+//! form is pinned to it); [`attend_reference`] is the engine's inner loop for one position
+//! over a KV cache, grouped-query (chapter 9); [`attend`] is its fast twin (chapter 10),
+//! with the AVX-512 kernel of `x86.rs` when the CPU has one. A test at the end pins all
+//! three equal.
 
 use super::{dot, softmax_in_place, x86};
+use ndarray::{Array2, ArrayView2};
 use std::ops::Range;
+
+/// Which keys a query at position `i` may see (keys and queries share positions
+/// `0..n`; for a cache, queries are the last rows).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Mask {
+    /// Every key (bidirectional).
+    None,
+    /// Keys at positions `≤ i`.
+    Causal,
+    /// Keys at positions in `(i − window, i]`: causal, at most `window` of them.
+    SlidingWindow(usize),
+}
 
 /// Where one KV head's keys and values sit in the cache: position `j`'s vector is
 /// `data[j · stride + offset ..][..head_dim]`.
@@ -14,6 +31,55 @@ pub struct KvHead<'a> {
     pub stride: usize,
     pub offset: usize,
 }
+
+impl Mask {
+    /// The key positions a query at `pos` may attend to, as one range: `0..pos + 1` when
+    /// causal, its last `window` positions with a sliding window. [`Mask::None`] has no
+    /// upper end (`0..usize::MAX`); callers clip it to the keys they hold. The only
+    /// definition of the mask: [`Mask::allows`] and the engine's window both read it.
+    pub fn span(&self, pos: usize) -> Range<usize> {
+        match *self {
+            Mask::None => 0..usize::MAX,
+            Mask::Causal => 0..pos + 1,
+            Mask::SlidingWindow(w) => (pos + 1).saturating_sub(w)..pos + 1,
+        }
+    }
+
+    /// True when the query at `qi` may attend to the key at `kj`.
+    pub fn allows(self, qi: usize, kj: usize) -> bool {
+        self.span(qi).contains(&kj)
+    }
+}
+
+// ANCHOR: naive
+/// `softmax(q·kᵀ·scale + mask)·v`, materialising the `[n_q, n_k]` score matrix.
+/// Query `i` sits at position `n_k − n_q + i`, so a single new query attends to the
+/// whole cache.
+pub fn naive_attention(
+    q: ArrayView2<f32>,
+    k: ArrayView2<f32>,
+    v: ArrayView2<f32>,
+    scale: f32,
+    mask: Mask,
+) -> Array2<f32> {
+    let (n_q, n_k) = (q.nrows(), k.nrows());
+    let offset = n_k - n_q;
+    let mut scores = Array2::<f32>::zeros((n_q, n_k));
+    for i in 0..n_q {
+        let qi = q.row(i);
+        let qs = qi.as_slice().expect("contiguous q");
+        for j in 0..n_k {
+            scores[[i, j]] = if mask.allows(offset + i, j) {
+                dot(qs, k.row(j).as_slice().expect("contiguous k")) * scale
+            } else {
+                f32::NEG_INFINITY
+            };
+        }
+        softmax_in_place(scores.row_mut(i).as_slice_mut().expect("contiguous"));
+    }
+    scores.dot(&v)
+}
+// ANCHOR_END: naive
 
 // ANCHOR: attend
 /// `out_h = Σ_j softmax_j(q_h · k_j · scale) · v_j` over the positions `span`, for the
@@ -79,6 +145,29 @@ pub fn attend(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sliding_window_of_full_length_is_causal() {
+        for i in 0..6 {
+            for j in 0..6 {
+                assert_eq!(
+                    Mask::SlidingWindow(6).allows(i, j),
+                    Mask::Causal.allows(i, j)
+                );
+            }
+        }
+        assert!(!Mask::SlidingWindow(2).allows(5, 3));
+        assert!(Mask::SlidingWindow(2).allows(5, 4));
+    }
+
+    #[test]
+    fn span_is_the_visible_keys() {
+        assert_eq!(Mask::Causal.span(5), 0..6);
+        assert_eq!(Mask::SlidingWindow(2).span(5), 4..6);
+        assert_eq!(Mask::SlidingWindow(9).span(5), 0..6);
+        assert_eq!(Mask::SlidingWindow(1).span(0), 0..1);
+        assert!(Mask::None.span(5).contains(&1_000_000));
+    }
 
     /// The fast attention equals the reference for grouped heads, a sliding span and a
     /// head dimension the AVX-512 path takes (128) and one it does not (24).

@@ -7,7 +7,7 @@
 //! Claim backed: `rope.permutation_equivariance`.
 
 use super::rope::{RopeTable, apply_rope, inv_freq};
-use crate::long_context::attention::{Mask, naive_attention};
+use crate::kernels::attention::{Mask, naive_attention};
 use crate::rand::normal_matrix;
 use ndarray::{Array2, Axis};
 use ndarray_rand::rand::{SeedableRng, rngs::StdRng};
