@@ -145,6 +145,8 @@ pub fn attend(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rand::random_tokens;
+    use ndarray::s;
 
     #[test]
     fn sliding_window_of_full_length_is_causal() {
@@ -193,6 +195,148 @@ mod tests {
                 let scale_out = a.iter().fold(0.0f32, |m, v| m.max(v.abs()));
                 for (x, y) in a.iter().zip(&b) {
                     assert!((x - y).abs() <= 1e-5 * scale_out, "d {d}: {x} vs {y}");
+                }
+            }
+        }
+    }
+
+    /// How far two f32 evaluations of one head's attention output may differ, per output
+    /// column, from the reference's own probabilities `p_j` (ε = `f32::EPSILON`, n the
+    /// number of visible keys, B_c = Σ_j p_j·|v_jc|).
+    struct Bounds {
+        /// Same probabilities, different order of Σ_j p_j·v_jc: each order is within
+        /// γ_n·B_c of the exact sum (Higham's bound, products' rounding included), so two
+        /// are within n·ε·B_c.
+        order: Vec<f32>,
+        /// Scores summed in another order as well (the AVX-512 kernel): each score moves
+        /// by δ ≤ (d+1)·ε·scale·Σ|q·k|, which moves the softmax by ≤ 2δ·p_j; each side's
+        /// softmax rounds by (R + n + 3)·ε/2 relative (R = max(s) − min(s), the exponent's
+        /// rounding amplified by exp), and its weighted sum as above.
+        fast: Vec<f32>,
+    }
+
+    impl Bounds {
+        fn new(qh: &[f32], kv: KvHead, span: Range<usize>, scale: f32) -> Bounds {
+            let (d, eps, n) = (qh.len(), f32::EPSILON, span.len() as f32);
+            let at = |j: usize| j * kv.stride + kv.offset..j * kv.stride + kv.offset + d;
+            let mut p: Vec<f32> = span
+                .clone()
+                .map(|j| dot(qh, &kv.keys[at(j)]) * scale)
+                .collect();
+            let (hi, lo) = p
+                .iter()
+                .fold((f32::MIN, f32::MAX), |(h, l), &s| (h.max(s), l.min(s)));
+            let delta = span
+                .clone()
+                .map(|j| {
+                    let a: f32 = qh
+                        .iter()
+                        .zip(&kv.keys[at(j)])
+                        .map(|(x, y)| (x * y).abs())
+                        .sum();
+                    (d as f32 + 1.0) * eps * scale * a
+                })
+                .fold(0.0f32, f32::max);
+            softmax_in_place(&mut p);
+            let mut b = vec![0.0f32; d];
+            for (j, pj) in span.zip(&p) {
+                for (bc, v) in b.iter_mut().zip(&kv.values[at(j)]) {
+                    *bc += pj * v.abs();
+                }
+            }
+            let fast = 2.0 * delta + eps * ((hi - lo) + 2.0 * n + 6.0);
+            Bounds {
+                order: b.iter().map(|bc| (n + 1.0) * eps * bc).collect(),
+                fast: b.iter().map(|bc| fast * bc).collect(),
+            }
+        }
+    }
+
+    /// The three attentions agree on seeded normal data, for head dims the AVX-512 path
+    /// takes (128, 32, 16) and one it does not (24), grouped (2 or 3 query heads per KV
+    /// head) and not, every mask (causal, no mask, windows of 1, 5 and past the sequence).
+    /// naive vs reference: the scores are the same `dot`, the softmax the same function
+    /// (masked keys add exact zeros to its sum), so only ndarray's order of Σ p·v differs.
+    /// fast vs reference: bit-identical where the reference runs (no AVX-512, or d = 24);
+    /// within the bound of [`Bounds::fast`] where the AVX-512 kernel does.
+    #[test]
+    fn naive_reference_and_fast_attention_agree() {
+        let positions = 29;
+        for (d, heads, kv_heads) in [(128, 4, 2), (24, 6, 3), (32, 2, 1), (16, 3, 3)] {
+            let group = heads / kv_heads;
+            let seed = 100 + d as u64;
+            let q = random_tokens(positions, heads * d, seed);
+            let k = random_tokens(positions, kv_heads * d, seed + 1);
+            let v = random_tokens(positions, kv_heads * d, seed + 2);
+            let (keys, values) = (k.as_slice().unwrap(), v.as_slice().unwrap());
+            let scale = (d as f32).powf(-0.5);
+            let head = |a: &Array2<f32>, h: usize| a.slice(s![.., h * d..(h + 1) * d]).to_owned();
+            let fast_path = d.is_multiple_of(16) && super::super::use_avx512();
+            for mask in [
+                Mask::Causal,
+                Mask::None,
+                Mask::SlidingWindow(1),
+                Mask::SlidingWindow(5),
+                Mask::SlidingWindow(positions + 3),
+            ] {
+                for g in 0..kv_heads {
+                    let (kg, vg) = (head(&k, g), head(&v, g));
+                    let naive: Vec<Array2<f32>> = (0..group)
+                        .map(|i| {
+                            let qh = head(&q, g * group + i);
+                            naive_attention(qh.view(), kg.view(), vg.view(), scale, mask)
+                        })
+                        .collect();
+                    let kv = KvHead {
+                        keys,
+                        values,
+                        stride: kv_heads * d,
+                        offset: g * d,
+                    };
+                    for pos in 0..positions {
+                        let span = mask.span(pos);
+                        let span = span.start..span.end.min(positions);
+                        let qg = &q.row(pos).to_slice().unwrap()[g * group * d..][..group * d];
+                        let (mut reference, mut fast) =
+                            (vec![0.0; group * d], vec![0.0; group * d]);
+                        attend_reference(
+                            qg,
+                            d,
+                            kv,
+                            span.clone(),
+                            scale,
+                            &mut Vec::new(),
+                            &mut reference,
+                        );
+                        attend(qg, d, kv, span.clone(), scale, &mut Vec::new(), &mut fast);
+                        for (i, qh) in qg.chunks_exact(d).enumerate() {
+                            let bound = Bounds::new(qh, kv, span.clone(), scale);
+                            for c in 0..d {
+                                let (nv, r, f) =
+                                    (naive[i][[pos, c]], reference[i * d + c], fast[i * d + c]);
+                                let at = format!(
+                                    "d {d} {mask:?} head {} pos {pos} col {c}",
+                                    g * group + i
+                                );
+                                assert!(
+                                    (nv - r).abs() <= bound.order[c],
+                                    "{at}: naive {nv} vs reference {r}"
+                                );
+                                if fast_path {
+                                    assert!(
+                                        (f - r).abs() <= bound.fast[c],
+                                        "{at}: fast {f} vs reference {r}"
+                                    );
+                                } else {
+                                    assert_eq!(
+                                        f.to_bits(),
+                                        r.to_bits(),
+                                        "{at}: fast {f} vs reference {r}"
+                                    );
+                                }
+                            }
+                        }
+                    }
                 }
             }
         }
