@@ -206,7 +206,7 @@ mod tests {
     struct Bounds {
         /// Same probabilities, different order of Σ_j p_j·v_jc: each order is within
         /// γ_n·B_c of the exact sum (Higham's bound, products' rounding included), so two
-        /// are within n·ε·B_c.
+        /// are within 2γ_n·B_c < (n+1)·ε·B_c.
         order: Vec<f32>,
         /// Scores summed in another order as well (the AVX-512 kernel): each score moves
         /// by δ ≤ (d+1)·ε·scale·Σ|q·k|, which moves the softmax by ≤ 2δ·p_j; each side's

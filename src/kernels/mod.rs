@@ -10,6 +10,8 @@
 //!   only. Elsewhere a stub of the same name declines every fast path, so the portable
 //!   code runs and no other file needs a `cfg`.
 //!
+//! The block formats' kernels (Q8_0, Q4_K, ...) will get a file of their own beside these.
+//!
 //! Every fast kernel is pinned equal to its reference by a test in the file that calls it.
 
 pub mod attention;
