@@ -40,6 +40,7 @@ pub mod optim;
 pub mod params;
 pub mod position;
 pub mod qwen3;
+pub mod rand;
 pub mod tokenizer;
 
 pub use error::{CheckpointProblem, Error, Result};

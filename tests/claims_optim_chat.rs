@@ -3,7 +3,7 @@
 
 use llm_anatomy::claims::{self, Status};
 use llm_anatomy::optim::{muon, svd};
-use llm_anatomy::position::equivariance::random_tokens;
+use llm_anatomy::rand::random_tokens;
 
 fn claim(id: &str) -> claims::Claim {
     claims::find(id).unwrap_or_else(|| panic!("claim {id} missing from the registry"))

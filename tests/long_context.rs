@@ -1,8 +1,9 @@
 //! Chapter 3 beyond the claims: attention variants agree, memory arithmetic, scaling edge cases.
 
-use llm_anatomy::long_context::attention::{Mask, naive_attention, tiled_attention};
+use llm_anatomy::kernels::attention::{Mask, naive_attention};
+use llm_anatomy::long_context::attention::tiled_attention;
 use llm_anatomy::long_context::{memory, scaling};
-use llm_anatomy::position::equivariance::random_tokens;
+use llm_anatomy::rand::random_tokens;
 use ndarray::s;
 
 fn max_diff(a: &ndarray::Array2<f32>, b: &ndarray::Array2<f32>) -> f32 {

@@ -369,9 +369,9 @@ fn sgd_and_adam_match_torch() {
 #[test]
 fn qk_clip_puts_the_largest_logit_on_tau() {
     let (seq, hidden, heads, hd) = (12, 16, 4, 8);
-    let x = llm_anatomy::position::equivariance::random_tokens(seq, hidden, 1);
-    let mut w_q = llm_anatomy::position::equivariance::random_tokens(heads * hd, hidden, 2);
-    let mut w_k = llm_anatomy::position::equivariance::random_tokens(heads * hd, hidden, 3);
+    let x = llm_anatomy::rand::random_tokens(seq, hidden, 1);
+    let mut w_q = llm_anatomy::rand::random_tokens(heads * hd, hidden, 2);
+    let mut w_k = llm_anatomy::rand::random_tokens(heads * hd, hidden, 3);
     // Blow up head 1 and head 3 so they exceed τ; keep heads 0 and 2 small.
     for (h, f) in [(0usize, 0.2f32), (1, 3.0), (2, 0.2), (3, 5.0)] {
         w_q.slice_mut(ndarray::s![h * hd..(h + 1) * hd, ..])
@@ -414,8 +414,8 @@ fn mlp_gradients_match_finite_differences() {
         ..DemoConfig::default()
     };
     let task = demo::task(&cfg, 9);
-    let w1 = llm_anatomy::position::equivariance::random_tokens(7, 5, 10) * 0.5;
-    let w2 = llm_anatomy::position::equivariance::random_tokens(3, 7, 11) * 0.5;
+    let w1 = llm_anatomy::rand::random_tokens(7, 5, 10) * 0.5;
+    let w2 = llm_anatomy::rand::random_tokens(3, 7, 11) * 0.5;
     let (_, g1, g2) = demo::loss_and_grads(&w1, &w2, &task.x_train, &task.y_train);
     let h = 1e-2f32;
     for (which, grad) in [(0, &g1), (1, &g2)] {

@@ -1,65 +1,16 @@
 //! Attention three ways (source S1 §2 and its interview answer on O(n²)): the naive
-//! form that materialises the whole score matrix, a tiled form with an online softmax
+//! form that materialises the whole score matrix ([`naive_attention`], kept with the
+//! [`Mask`] in [`crate::kernels::attention`]), a tiled form with an online softmax
 //! (FlashAttention's idea: the same result with O(n) extra memory), and sliding-window
-//! attention. All three share one mask definition.
+//! attention. All three share that one mask definition.
 //!
 //! Claim backed: `ext.flash_equiv`.
 
-use crate::kernels::{dot, softmax_in_place};
+use crate::kernels::dot;
 use ndarray::{Array2, ArrayView2};
 
-/// Which keys a query at position `i` may see (keys and queries share positions
-/// `0..n`; for a cache, queries are the last rows).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Mask {
-    /// Every key (bidirectional).
-    None,
-    /// Keys at positions `≤ i`.
-    Causal,
-    /// Keys at positions in `(i − window, i]`: causal, at most `window` of them.
-    SlidingWindow(usize),
-}
-
-impl Mask {
-    /// True when the query at `qi` may attend to the key at `kj`.
-    pub fn allows(self, qi: usize, kj: usize) -> bool {
-        match self {
-            Mask::None => true,
-            Mask::Causal => kj <= qi,
-            Mask::SlidingWindow(w) => kj <= qi && qi - kj < w,
-        }
-    }
-}
-
-// ANCHOR: naive
-/// `softmax(q·kᵀ·scale + mask)·v`, materialising the `[n_q, n_k]` score matrix.
-/// Query `i` sits at position `n_k − n_q + i`, so a single new query attends to the
-/// whole cache.
-pub fn naive_attention(
-    q: ArrayView2<f32>,
-    k: ArrayView2<f32>,
-    v: ArrayView2<f32>,
-    scale: f32,
-    mask: Mask,
-) -> Array2<f32> {
-    let (n_q, n_k) = (q.nrows(), k.nrows());
-    let offset = n_k - n_q;
-    let mut scores = Array2::<f32>::zeros((n_q, n_k));
-    for i in 0..n_q {
-        let qi = q.row(i);
-        let qs = qi.as_slice().expect("contiguous q");
-        for j in 0..n_k {
-            scores[[i, j]] = if mask.allows(offset + i, j) {
-                dot(qs, k.row(j).as_slice().expect("contiguous k")) * scale
-            } else {
-                f32::NEG_INFINITY
-            };
-        }
-        softmax_in_place(scores.row_mut(i).as_slice_mut().expect("contiguous"));
-    }
-    scores.dot(&v)
-}
-// ANCHOR_END: naive
+// Temporary: the claims still name them here; their home is `crate::kernels::attention`.
+pub use crate::kernels::attention::{Mask, naive_attention};
 
 /// What the tiled kernel allocated besides its output: it never holds more than one
 /// tile of scores per query, however long the sequence.
@@ -131,22 +82,3 @@ pub fn tiled_attention(
     )
 }
 // ANCHOR_END: tiled
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sliding_window_of_full_length_is_causal() {
-        for i in 0..6 {
-            for j in 0..6 {
-                assert_eq!(
-                    Mask::SlidingWindow(6).allows(i, j),
-                    Mask::Causal.allows(i, j)
-                );
-            }
-        }
-        assert!(!Mask::SlidingWindow(2).allows(5, 3));
-        assert!(Mask::SlidingWindow(2).allows(5, 4));
-    }
-}

@@ -10,6 +10,7 @@
 
 use crate::error::{Error, Result};
 use crate::kernels::dot;
+use crate::rand::random_tokens;
 use ndarray::{Array2, s};
 
 /// What one QK-clip pass measured and did.
@@ -124,10 +125,10 @@ fn check_shapes(
 /// head's max logit before training and after every step.
 pub fn logit_growth(steps: usize, lr: f32, grad_clip: f32, tau: Option<f32>) -> Vec<f32> {
     let (seq, hidden, hd) = (8, 16, 8);
-    let x = crate::position::equivariance::random_tokens(seq, hidden, 31);
+    let x = random_tokens(seq, hidden, 31);
     let init = 1.0 / (hidden as f32).sqrt();
-    let mut w_q = crate::position::equivariance::random_tokens(hd, hidden, 32) * init;
-    let mut w_k = crate::position::equivariance::random_tokens(hd, hidden, 33) * init;
+    let mut w_q = random_tokens(hd, hidden, 32) * init;
+    let mut w_k = random_tokens(hd, hidden, 33) * init;
     let scale = 1.0 / (hd as f32).sqrt();
     let max_logit = |w_q: &Array2<f32>, w_k: &Array2<f32>| {
         max_logits_per_head(&x, w_q, w_k, 1, scale, true).expect("fixed shapes")[0]

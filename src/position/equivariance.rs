@@ -7,11 +7,13 @@
 //! Claim backed: `rope.permutation_equivariance`.
 
 use super::rope::{RopeTable, apply_rope, inv_freq};
-use crate::long_context::attention::{Mask, naive_attention};
+use crate::kernels::attention::{Mask, naive_attention};
+use crate::rand::normal_matrix;
 use ndarray::{Array2, Axis};
-use ndarray_rand::RandomExt;
 use ndarray_rand::rand::{SeedableRng, rngs::StdRng};
-use ndarray_rand::rand_distr::StandardNormal;
+
+// Temporary: the claims still name it here; its home is `crate::rand`.
+pub use crate::rand::random_tokens;
 
 /// A single attention head with random projections.
 pub struct Head {
@@ -25,8 +27,7 @@ impl Head {
     pub fn random(d_model: usize, d_head: usize, seed: u64) -> Self {
         let mut rng = StdRng::seed_from_u64(seed);
         let s = 1.0 / (d_model as f32).sqrt();
-        let mut draw =
-            || Array2::<f32>::random_using((d_model, d_head), StandardNormal, &mut rng) * s;
+        let mut draw = || normal_matrix(d_model, d_head, &mut rng) * s;
         Head {
             wq: draw(),
             wk: draw(),
@@ -64,10 +65,4 @@ pub fn equivariance_gap(head: &Head, x: &Array2<f32>, perm: &[usize], rope: bool
     (&permuted_out - &out_permuted_input)
         .iter()
         .fold(0.0f32, |m, d| m.max(d.abs()))
-}
-
-/// Seeded N(0, 1) token embeddings `[n, d]`.
-pub fn random_tokens(n: usize, d: usize, seed: u64) -> Array2<f32> {
-    let mut rng = StdRng::seed_from_u64(seed);
-    Array2::random_using((n, d), StandardNormal, &mut rng)
 }

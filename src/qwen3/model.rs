@@ -8,7 +8,7 @@
 //! ```
 //!
 //! Every step calls the chapter that explains it: [`rmsnorm`] and attention ([`attend`],
-//! the fast form of [`attend_reference`](crate::kernels::attend_reference)) from the
+//! the fast form of [`attend_reference`](crate::kernels::attention::attend_reference)) from the
 //! kernels, [`apply_rope`] with frequencies from the long-context chapter's
 //! [`RopeConfig`](crate::long_context::scaling::RopeConfig), and the MoE chapter's router
 //! and bucketed expert layer ([`moe_fast_into`], the batched form of
@@ -20,7 +20,8 @@
 
 use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
-use crate::kernels::{KvHead, attend, rmsnorm};
+use crate::kernels::attention::{KvHead, Mask, attend};
+use crate::kernels::rmsnorm;
 use crate::moe::{MoeScratch, Routing, moe_fast_into};
 use crate::position::rope::{RopeTable, apply_rope};
 use crate::qwen3::config::Qwen3Config;
@@ -293,11 +294,10 @@ impl<'a> Model<'a> {
         // softmax(q·kᵀ/√d)·v over the visible cached positions, head by head; positions
         // are independent, so a prefill spreads them over rayon's threads.
         let (keys, values) = cache.layer(l, past + n);
-        let window = c.sliding_window[l];
+        let mask = c.sliding_window[l].map_or(Mask::Causal, Mask::SlidingWindow);
         let q_all = &s.q;
         let one = |t: usize, out: &mut [f32], scores: &mut Vec<f32>| {
             let pos = past + t;
-            let lo = window.map_or(0, |win| (pos + 1).saturating_sub(win));
             for (g, o) in out.chunks_exact_mut(group * d).enumerate() {
                 // The `group` query heads sharing KV head g are adjacent in q.
                 let q = &q_all[t * qd + g * group * d..t * qd + (g + 1) * group * d];
@@ -307,7 +307,7 @@ impl<'a> Model<'a> {
                     stride: kvd,
                     offset: g * d,
                 };
-                attend(q, d, kv, lo..pos + 1, scale, scores, o);
+                attend(q, d, kv, mask.span(pos), scale, scores, o);
             }
         };
         if n == 1 {

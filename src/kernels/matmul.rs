@@ -1,0 +1,358 @@
+//! The batched and grouped matmuls (chapter 10; the engine of chapter 9 and the MoE layer
+//! of chapter 5 call them). The reference [`Matrix::matvec`] stays the definition;
+//! [`Matrix::matmul`] and [`matmul_grouped`] compute the same products for a batch of
+//! token rows, in parallel over output rows (rayon). The inner kernels are the x86 register
+//! tiles and outer-product kernel of `x86.rs`, chosen at run time, with a portable
+//! fallback here. Each output is one dot product over `cols`, summed in a different order
+//! than [`dot`]; a test pins the two equal within the summation error bound
+//! `2·cols·ε·Σ|w·x|`.
+
+use super::{Matrix, WeightData, dot, x86};
+
+/// One member of a [`matmul_grouped`] call: matrix number `matrix` applied to `n`
+/// consecutive input rows from row `first_in`, written to `n` output rows from `first_out`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Group {
+    pub matrix: usize,
+    pub first_in: usize,
+    pub n: usize,
+    pub first_out: usize,
+}
+
+/// Inputs transposed into panels: for each group that takes the outer-product kernel,
+/// `ceil(n / PANEL)` panels of `[cols][PANEL]` floats (zero-padded), starting at
+/// `first[g]` in `data`.
+#[derive(Default)]
+struct Panels {
+    data: Vec<f32>,
+    first: Vec<Option<usize>>,
+}
+
+/// The output pointer shared by the tasks of one [`matmul_grouped`].
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: the pointer is only written through `Out::set`, whose contract makes the tasks of
+// one matmul write disjoint elements (each owns one row block of one group, and the groups'
+// output rows were checked disjoint), and `matmul_grouped` holds
+// the `&mut [f32]` it came from until every task has finished.
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+/// One task's view of `out` (`[n, stride]`): it owns rows `r0 .. r0 + ROW_BLOCK`. Only
+/// [`run_jobs`] makes one; the kernels write through [`Out::set`].
+#[derive(Clone, Copy)]
+pub(super) struct Out {
+    ptr: OutPtr,
+    stride: usize,
+    r0: usize,
+}
+
+/// Output rows handed to one rayon task (large enough to amortise scheduling, small
+/// enough that both cores get many tasks and the row block stays in L2).
+pub(super) const ROW_BLOCK: usize = 32;
+/// Groups with at least this many input rows use the outer-product kernel (`gemm_block`;
+/// below it, the register tiles' dot products waste less than the panels' padding and the
+/// widening cost; f32 weights, twice the bytes per row, favour the panels sooner).
+/// Measured on a 768 × 2048 matrix, one thread.
+const GEMM_MIN_TOKENS: usize = 40;
+const GEMM_MIN_TOKENS_F32: usize = 24;
+/// Tokens per input panel: two 16-lane vectors.
+pub(super) const PANEL: usize = 32;
+
+impl Matrix<'_> {
+    /// `out[t, r] = Σ_c W[r, c] · xs[t, c]` for `n = xs.len() / cols` token rows: the
+    /// batched, parallel form of [`Matrix::matvec`] (`out` is `[n, rows]`, row-major).
+    /// Each weight row block is read from memory once per call, whatever `n` is.
+    pub fn matmul(&self, xs: &[f32], out: &mut [f32]) {
+        self.matmul_with(xs, out, x86::use_avx512());
+    }
+
+    /// [`Matrix::matmul`] with the AVX-512 tiles allowed or not (tests run both paths).
+    fn matmul_with(&self, xs: &[f32], out: &mut [f32], avx512: bool) {
+        assert!(
+            self.cols > 0 && xs.len().is_multiple_of(self.cols),
+            "matmul: input length"
+        );
+        let one = [Group {
+            matrix: 0,
+            first_in: 0,
+            n: xs.len() / self.cols,
+            first_out: 0,
+        }];
+        grouped_with(|_| *self, &one, xs, out, avx512);
+    }
+}
+
+// ANCHOR: matmul_grouped
+/// A grouped matmul (the MoE layer's shape): for each group `g`,
+/// `out[g.first_out + j, r] = Σ_c W[r, c] · xs[g.first_in + j, c]` for `j < g.n`, with
+/// `W = matrix(g.matrix)`. Every matrix has the same `[rows, cols]`; `xs` is `[·, cols]`
+/// and `out` `[·, rows]`. All groups' row blocks form one pool of rayon tasks, so a decode
+/// step wakes the threads once for eight experts' gate and up projections rather than
+/// sixteen times, and nothing is allocated. Output ranges must come in group order and
+/// not overlap (checked; it is what lets the tasks write `out` without locks).
+pub fn matmul_grouped<'w>(
+    matrix: impl Fn(usize) -> Matrix<'w> + Sync,
+    groups: &[Group],
+    xs: &[f32],
+    out: &mut [f32],
+) {
+    grouped_with(matrix, groups, xs, out, x86::use_avx512());
+}
+// ANCHOR_END: matmul_grouped
+
+fn grouped_with<'w>(
+    matrix: impl Fn(usize) -> Matrix<'w> + Sync,
+    groups: &[Group],
+    xs: &[f32],
+    out: &mut [f32],
+    avx512: bool,
+) {
+    let Some(first) = groups.first() else { return };
+    let (rows, cols) = (matrix(first.matrix).rows, matrix(first.matrix).cols);
+    assert!(
+        cols > 0 && xs.len().is_multiple_of(cols),
+        "matmul: input length"
+    );
+    assert!(
+        rows > 0 && out.len().is_multiple_of(rows),
+        "matmul: output length"
+    );
+    let (in_rows, out_rows) = (xs.len() / cols, out.len() / rows);
+    let mut end = 0;
+    let mut work_total = 0;
+    for (i, g) in groups.iter().enumerate() {
+        assert!(g.first_in + g.n <= in_rows, "matmul: group {i} input rows");
+        assert!(
+            g.first_out >= end && g.first_out + g.n <= out_rows,
+            "matmul: group {i} output rows overlap or overrun"
+        );
+        if g.n > 0 {
+            end = g.first_out + g.n;
+        }
+        work_total += g.n * rows * cols;
+    }
+    // Groups of at least GEMM_MIN_TOKENS rows take the outer-product kernel: their inputs
+    // are transposed once here into panels of PANEL tokens, shared by every row block. The
+    // panel buffer is the calling thread's, reused across calls (a fresh one only if that
+    // thread is already inside a grouped matmul). The kernel needs AVX-512F itself, which
+    // is checked apart from `avx512` because tests force that flag on any CPU.
+    let min_tokens = match (avx512 && x86::avx512f(), matrix(first.matrix).data) {
+        (false, _) => usize::MAX,
+        (true, WeightData::F32(_)) => GEMM_MIN_TOKENS_F32,
+        (true, _) => GEMM_MIN_TOKENS,
+    };
+    PANELS.with(|cell| {
+        let mut mine = cell.try_borrow_mut().ok();
+        let mut fresh = Panels::default();
+        let panels = mine.as_deref_mut().unwrap_or(&mut fresh);
+        pack_panels(panels, groups, xs, cols, min_tokens);
+        run_jobs(&matrix, groups, xs, out, avx512, work_total, panels);
+    });
+}
+
+/// The row-block tasks of [`grouped_with`], after its checks.
+fn run_jobs<'w>(
+    matrix: &(impl Fn(usize) -> Matrix<'w> + Sync),
+    groups: &[Group],
+    xs: &[f32],
+    out: &mut [f32],
+    avx512: bool,
+    work_total: usize,
+    panels: &Panels,
+) {
+    let (rows, cols) = (matrix(groups[0].matrix).rows, matrix(groups[0].matrix).cols);
+    let blocks = rows.div_ceil(ROW_BLOCK);
+    let dst = OutPtr(out.as_mut_ptr());
+    let work = |job: usize| {
+        let g = groups[job / blocks];
+        if g.n == 0 {
+            return;
+        }
+        let w = matrix(g.matrix);
+        assert!(
+            w.rows == rows && w.cols == cols,
+            "matmul: matrix {} shape",
+            g.matrix
+        );
+        let r0 = job % blocks * ROW_BLOCK;
+        let r1 = (r0 + ROW_BLOCK).min(rows);
+        let x = &xs[g.first_in * cols..(g.first_in + g.n) * cols];
+        let o = Out {
+            // The group's output rows start `first_out · rows` floats into `out` (checked
+            // above to lie inside it), so this is the address `add` would give.
+            ptr: dst.offset(g.first_out * rows),
+            stride: rows,
+            r0,
+        };
+        if let Some(first) = panels.first.get(job / blocks).copied().flatten() {
+            // SAFETY: AVX-512F is available (`panels` is only filled when `grouped_with`
+            // detected it); the panels of this group hold `g.n` tokens padded to whole
+            // panels of `cols` columns; `o` may write rows r0..r1 for tokens < g.n (as for
+            // the tiles below).
+            unsafe { x86::gemm_block(&w, r0..r1, &panels.data[first..], g.n, o) };
+            return;
+        }
+        // SAFETY: this task owns rows r0..r1 (at most ROW_BLOCK, inside `rows`) of the
+        // group's g.n output rows, which lie inside `out` and no other task writes (the
+        // other tasks own other row blocks or other groups' disjoint rows, checked above);
+        // `x` holds the g.n input rows. That is the contract of `Out::set` for both.
+        unsafe {
+            if !x86::tiles(&w, r0..r1, x, g.n, o, avx512) {
+                tiles_portable(&w, r0..r1, x, g.n, o);
+            }
+        }
+    };
+    let jobs = groups.len() * blocks;
+    if work_total < 1 << 15 {
+        // Too small to be worth waking the pool (tiny test models).
+        (0..jobs).for_each(work);
+    } else {
+        use rayon::prelude::*;
+        (0..jobs).into_par_iter().for_each(work);
+    }
+}
+
+/// Fills `p` with the panels of the groups with at least `min_tokens` rows, in parallel,
+/// reusing its buffers (a decode step, one token per group, returns at the first check).
+fn pack_panels(p: &mut Panels, groups: &[Group], xs: &[f32], cols: usize, min_tokens: usize) {
+    use rayon::prelude::*;
+    p.first.clear();
+    p.data.clear();
+    if groups.iter().all(|g| g.n < min_tokens) {
+        return;
+    }
+    // (group, panel) of each PANEL·cols chunk of `data`, in order.
+    let mut chunks = Vec::new();
+    for g in groups {
+        if g.n >= min_tokens {
+            p.first.push(Some(chunks.len() * PANEL * cols));
+            chunks.extend((0..g.n.div_ceil(PANEL)).map(|k| (*g, k)));
+        } else {
+            p.first.push(None);
+        }
+    }
+    p.data.resize(chunks.len() * PANEL * cols, 0.0);
+    p.data
+        .par_chunks_mut(PANEL * cols)
+        .zip(&chunks)
+        .for_each(|(panel, &(g, k))| {
+            let tokens = k * PANEL..((k + 1) * PANEL).min(g.n);
+            if tokens.len() < PANEL {
+                panel.fill(0.0); // the padding of a last, partial panel
+            }
+            for j in tokens {
+                let x = &xs[(g.first_in + j) * cols..(g.first_in + j + 1) * cols];
+                for (c, &v) in x.iter().enumerate() {
+                    panel[c * PANEL + j % PANEL] = v;
+                }
+            }
+        });
+}
+
+thread_local! {
+    /// The input panels of the grouped matmuls this thread calls.
+    static PANELS: std::cell::RefCell<Panels> = std::cell::RefCell::new(Panels::default());
+}
+
+/// Portable fallback: one widened dot product per (row, token), for rows `r` of `w`
+/// against the `n` token rows of `xs`.
+///
+/// # Safety
+/// `out` may be written at rows `0 .. r.len()` of its block for tokens `< n` (the
+/// contract of [`Out::set`]).
+unsafe fn tiles_portable(w: &Matrix, r: std::ops::Range<usize>, xs: &[f32], n: usize, out: Out) {
+    let cols = w.cols;
+    let mut row = vec![0.0f32; cols];
+    for (i, ri) in r.enumerate() {
+        w.row_into(ri, &mut row);
+        for t in 0..n {
+            let x = &xs[t * cols..(t + 1) * cols];
+            // SAFETY: i < r.len() and t < n, the caller's contract, which is `Out::set`'s.
+            unsafe { out.set(t, i, dot(&row, x)) };
+        }
+    }
+}
+
+impl OutPtr {
+    /// The pointer `n` floats further on (a method, so closures capture the whole `Sync`
+    /// wrapper rather than its raw field).
+    fn offset(self, n: usize) -> OutPtr {
+        OutPtr(self.0.wrapping_add(n))
+    }
+}
+
+impl Out {
+    /// `out[t, r0 + r] = v`.
+    ///
+    /// # Safety
+    /// `r` must be a row of this task's block (`r < ROW_BLOCK`, `r0 + r < stride`) and
+    /// `t < n`: then the element is inside `out` (`n · stride` long) and no other task
+    /// writes it (the other tasks own other row blocks).
+    #[inline(always)]
+    pub(super) unsafe fn set(self, t: usize, r: usize, v: f32) {
+        // SAFETY: in bounds and unshared, by the caller's contract above.
+        unsafe { *self.ptr.0.add(t * self.stride + self.r0 + r) = v };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bound(w: &[f32], x: &[f32]) -> f32 {
+        let abs: f32 = w.iter().zip(x).map(|(a, b)| (a * b).abs()).sum();
+        2.0 * w.len() as f32 * f32::EPSILON * abs
+    }
+
+    /// `matmul` equals the reference `matvec` token by token, for every dtype and for
+    /// shapes that exercise every tile size and the scalar column tail.
+    #[test]
+    fn matmul_equals_reference_matvec() {
+        for &(rows, cols, n) in &[
+            (1, 3, 1),
+            (7, 8, 1),
+            (37, 24, 5),
+            (70, 131, 9),
+            (65, 2048, 67),
+            // The panel kernel: columns not a multiple of 16 or of its column block,
+            // partial panels, f32's lower threshold (24) and the others' (40).
+            (33, 150, 45),
+            (50, 16, 24),
+            (9, 300, 40),
+        ] {
+            let wf: Vec<f32> = (0..rows * cols)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0)
+                .collect();
+            let wb: Vec<half::bf16> = wf.iter().map(|&v| half::bf16::from_f32(v)).collect();
+            let wh: Vec<half::f16> = wf.iter().map(|&v| half::f16::from_f32(v)).collect();
+            let xs: Vec<f32> = (0..n * cols)
+                .map(|i| ((i * 53 % 97) as f32 - 48.0) / 32.0)
+                .collect();
+            for m in [
+                Matrix::f32(&wf, rows, cols),
+                Matrix::bf16(&wb, rows, cols),
+                Matrix::f16(&wh, rows, cols),
+            ] {
+                for avx512 in [false, true] {
+                    let mut fast = vec![0.0f32; n * rows];
+                    m.matmul_with(&xs, &mut fast, avx512);
+                    let mut row = vec![0.0f32; cols];
+                    for t in 0..n {
+                        let x = &xs[t * cols..(t + 1) * cols];
+                        let mut reference = vec![0.0f32; rows];
+                        m.matvec(x, &mut reference);
+                        for r in 0..rows {
+                            m.row_into(r, &mut row);
+                            let (a, b) = (fast[t * rows + r], reference[r]);
+                            assert!(
+                                (a - b).abs() <= bound(&row, x),
+                                "{rows}x{cols} n={n} [{t},{r}]: {a} vs {b}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

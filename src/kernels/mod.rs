@@ -1,0 +1,271 @@
+//! Primitives on slices shared by every chapter: dot products, softmax, RMSNorm, SiLU,
+//! matrix-vector products, and the weight types they read. They are written so LLVM
+//! vectorises them (independent accumulators over `chunks_exact`) and they are the only
+//! copies in the crate: the chapters and the model call these rather than writing their own.
+//!
+//! The clear reference kernels live here; the faster forms of chapter 10 sit beside them:
+//! - [`matmul`]: the batched and grouped matmuls (the engine's projections, MoE experts);
+//! - [`attention`]: the mask and attention, clear (chapters 3, 9) and fast (chapter 10);
+//! - `x86`: the AVX2 / AVX-512 tiles and attention, chosen at run time, compiled on x86-64
+//!   only. Elsewhere a stub of the same name declines every fast path, so the portable
+//!   code runs and no other file needs a `cfg`.
+//!
+//! The block formats' kernels (Q8_0, Q4_K, ...) will get a file of their own beside these.
+//!
+//! Every fast kernel is pinned equal to its reference by a test in the file that calls it.
+
+pub mod attention;
+pub mod matmul;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+// Paths that predate the split (`kernels::attend`, `kernels::matmul_grouped`, ...).
+pub use attention::{KvHead, attend, attend_reference};
+pub use matmul::{Group, matmul_grouped};
+pub use x86::use_avx512;
+
+/// The element type of a weight matrix as stored (weights stay in their checkpoint dtype
+/// and are widened to f32 inside the kernels).
+#[derive(Clone, Copy, Debug)]
+pub enum WeightData<'a> {
+    F32(&'a [f32]),
+    Bf16(&'a [half::bf16]),
+    F16(&'a [half::f16]),
+}
+
+/// A borrowed row-major `[rows, cols]` weight matrix (an nn.Linear's `[out, in]`).
+#[derive(Clone, Copy, Debug)]
+pub struct Matrix<'a> {
+    pub data: WeightData<'a>,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+/// Dot product with eight independent accumulators, so the loop vectorises without
+/// `-ffast-math` (the summation order is fixed, hence deterministic).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "dot: lengths differ");
+    let mut acc = [0.0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    let mut tail = 0.0f32;
+    for (x, y) in ra.iter().zip(rb) {
+        tail += x * y;
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// Softmax in place, numerically stable (the maximum is subtracted first).
+/// An empty slice is left as it is.
+pub fn softmax_in_place(x: &mut [f32]) {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if !max.is_finite() {
+        return;
+    }
+    let mut sum = 0.0f32;
+    for v in x.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    let inv = 1.0 / sum;
+    for v in x.iter_mut() {
+        *v *= inv;
+    }
+}
+
+/// RMSNorm: `y = x / sqrt(mean(x²) + eps) ⊙ weight`. The mean square is accumulated in f32,
+/// as Hugging Face's Qwen3 implementation does after casting to float32.
+pub fn rmsnorm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+    assert_eq!(x.len(), weight.len(), "rmsnorm: weight length");
+    let ms = dot(x, x) / x.len() as f32;
+    let inv = 1.0 / (ms + eps).sqrt();
+    for ((o, &v), &w) in out.iter_mut().zip(x).zip(weight) {
+        *o = w * (v * inv);
+    }
+}
+
+/// SiLU (swish): `x · σ(x)`.
+pub fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// `out[r] = Σ_c w[r, c] · x[c]` for a row-major `[rows, x.len()]` matrix.
+pub fn matvec(w: &[f32], x: &[f32], out: &mut [f32]) {
+    let cols = x.len();
+    assert_eq!(w.len(), out.len() * cols, "matvec: shape");
+    for (o, row) in out.iter_mut().zip(w.chunks_exact(cols)) {
+        *o = dot(row, x);
+    }
+}
+
+impl<'a> Matrix<'a> {
+    /// An f32 matrix; panics if `data.len() != rows·cols` (a programming error: loaders
+    /// check shapes against the config before building matrices).
+    pub fn f32(data: &'a [f32], rows: usize, cols: usize) -> Self {
+        assert_eq!(data.len(), rows * cols, "Matrix::f32: shape");
+        Matrix {
+            data: WeightData::F32(data),
+            rows,
+            cols,
+        }
+    }
+
+    pub fn bf16(data: &'a [half::bf16], rows: usize, cols: usize) -> Self {
+        assert_eq!(data.len(), rows * cols, "Matrix::bf16: shape");
+        Matrix {
+            data: WeightData::Bf16(data),
+            rows,
+            cols,
+        }
+    }
+
+    pub fn f16(data: &'a [half::f16], rows: usize, cols: usize) -> Self {
+        assert_eq!(data.len(), rows * cols, "Matrix::f16: shape");
+        Matrix {
+            data: WeightData::F16(data),
+            rows,
+            cols,
+        }
+    }
+
+    /// Columns `c0 .. c0 + out.len()` of row `r`, widened to f32. (Inlined, so inside the
+    /// AVX-512 kernels the widening loop is vectorised with their instructions.)
+    #[inline]
+    pub fn row_slice_into(&self, r: usize, c0: usize, out: &mut [f32]) {
+        let span = r * self.cols + c0..r * self.cols + c0 + out.len();
+        assert!(c0 + out.len() <= self.cols, "row_slice_into: past the row");
+        match self.data {
+            WeightData::F32(d) => out.copy_from_slice(&d[span]),
+            WeightData::Bf16(d) => {
+                for (o, v) in out.iter_mut().zip(&d[span]) {
+                    *o = v.to_f32();
+                }
+            }
+            WeightData::F16(d) => {
+                for (o, v) in out.iter_mut().zip(&d[span]) {
+                    *o = v.to_f32();
+                }
+            }
+        }
+    }
+
+    /// Row `r` widened to f32 into `out` (length `cols`).
+    pub fn row_into(&self, r: usize, out: &mut [f32]) {
+        assert_eq!(out.len(), self.cols, "row_into: output length");
+        self.row_slice_into(r, 0, out);
+    }
+
+    /// `out = W·x` (`x` has `cols` entries, `out` has `rows`). The clear reference
+    /// version: f32 weights go straight to [`dot`]; bf16/f16 rows are widened first.
+    /// [`Matrix::matmul`] is the fast, batched form.
+    pub fn matvec(&self, x: &[f32], out: &mut [f32]) {
+        assert_eq!(x.len(), self.cols, "matvec: input length");
+        assert_eq!(out.len(), self.rows, "matvec: output length");
+        match self.data {
+            WeightData::F32(d) => matvec(d, x, out),
+            _ => {
+                let mut row = vec![0.0f32; self.cols];
+                for (r, o) in out.iter_mut().enumerate() {
+                    self.row_into(r, &mut row);
+                    *o = dot(&row, x);
+                }
+            }
+        }
+    }
+}
+
+/// Off x86-64 there are no SIMD kernels: this stands in for `x86.rs` with the same entry
+/// points, each declining, so the callers' portable paths run.
+#[cfg(not(target_arch = "x86_64"))]
+mod x86 {
+    use super::Matrix;
+    use super::attention::KvHead;
+    use super::matmul::Out;
+    use std::ops::Range;
+
+    /// No AVX-512 tiles here.
+    pub fn use_avx512() -> bool {
+        false
+    }
+
+    /// Never, so no input panels are packed and [`gemm_block`] is never reached.
+    pub(super) fn avx512f() -> bool {
+        false
+    }
+
+    /// Declines: the portable tiles run.
+    ///
+    /// # Safety
+    /// None needed; it touches nothing (the signature is `x86.rs`'s).
+    pub(super) unsafe fn tiles(
+        _: &Matrix,
+        _: Range<usize>,
+        _: &[f32],
+        _: usize,
+        _: Out,
+        _: bool,
+    ) -> bool {
+        false
+    }
+
+    /// Unreachable: panels are only packed when [`avx512f`] says yes.
+    ///
+    /// # Safety
+    /// None needed; it panics (the signature is `x86.rs`'s).
+    pub(super) unsafe fn gemm_block(_: &Matrix, _: Range<usize>, _: &[f32], _: usize, _: Out) {
+        unreachable!("gemm_block: no input panels are packed off x86-64")
+    }
+
+    /// Declines: the reference attention runs.
+    ///
+    /// # Safety
+    /// None needed; it touches nothing (the signature is `x86.rs`'s).
+    pub(super) unsafe fn attend(
+        _: &[f32],
+        _: usize,
+        _: KvHead,
+        _: Range<usize>,
+        _: f32,
+        _: &mut Vec<f32>,
+        _: &mut [f32],
+    ) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_matches_f64_sum() {
+        let a: Vec<f32> = (0..37).map(|i| (i as f32 * 0.37).sin()).collect();
+        let b: Vec<f32> = (0..37).map(|i| (i as f32 * 0.11).cos()).collect();
+        let exact: f64 = a.iter().zip(&b).map(|(x, y)| *x as f64 * *y as f64).sum();
+        assert!((dot(&a, &b) as f64 - exact).abs() < 1e-5);
+    }
+
+    #[test]
+    fn softmax_sums_to_one_and_keeps_order() {
+        let mut x = vec![1.0, 3.0, 2.0, -1000.0];
+        softmax_in_place(&mut x);
+        assert!((x.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        assert!(x[1] > x[2] && x[2] > x[0] && x[3] == 0.0);
+    }
+
+    #[test]
+    fn rmsnorm_of_constant_vector_is_weight() {
+        let x = vec![3.0f32; 16];
+        let w: Vec<f32> = (0..16).map(|i| i as f32).collect();
+        let mut out = vec![0.0; 16];
+        rmsnorm(&x, &w, 0.0, &mut out);
+        for (o, wi) in out.iter().zip(&w) {
+            assert!((o - wi).abs() < 1e-6);
+        }
+    }
+}

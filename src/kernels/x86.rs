@@ -1,0 +1,568 @@
+//! The x86-64 kernels of chapter 10 and their run-time dispatch: AVX2+FMA+F16C register
+//! tiles and AVX-512 tiles for the matmuls of `matmul.rs`, the AVX-512 outer-product
+//! kernel `gemm_block` for prefill, and the AVX-512 attention for `attention.rs`. Compiled
+//! on x86-64 only (the `mod x86` declaration carries the one `cfg`); each entry point
+//! checks the CPU (`is_x86_feature_detected!`) and declines when it lacks the features, so
+//! the caller's portable code runs. Tests pin every path equal to its reference in the file
+//! that calls it (`matmul.rs`, `attention.rs`).
+
+use super::attention::KvHead;
+use super::matmul::{Out, PANEL, ROW_BLOCK};
+use super::{Matrix, WeightData, softmax_in_place};
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+/// A weight element the tiles can widen to f32.
+trait Elem: Copy + Sync {
+    fn widen(self) -> f32;
+    /// Eight elements starting at `p`, widened.
+    ///
+    /// # Safety
+    /// `p..p+8` must be readable and the CPU must support AVX2 and F16C.
+    unsafe fn load8(p: *const Self) -> __m256;
+    /// Sixteen elements starting at `p`, widened.
+    ///
+    /// # Safety
+    /// `p..p+16` must be readable and the CPU must support AVX-512F.
+    unsafe fn load16(p: *const Self) -> __m512;
+}
+
+/// Tokens whose inputs stay hot in L2 while a row group sweeps them.
+const TOKEN_BLOCK: usize = 64;
+
+// ------------------------------------------------------------------ dispatch
+
+/// Whether the matmul uses its AVX-512 tiles: when the CPU has AVX-512F and the
+/// environment does not set `ANATOMY_NO_AVX512` (to measure the AVX2 path on such a CPU).
+pub fn use_avx512() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        is_x86_feature_detected!("avx512f") && std::env::var_os("ANATOMY_NO_AVX512").is_none()
+    })
+}
+
+/// Whether the CPU has AVX-512F, whatever the environment says (the panel kernel checks it
+/// itself because tests force the `avx512` flag on any CPU).
+pub(super) fn avx512f() -> bool {
+    is_x86_feature_detected!("avx512f")
+}
+
+/// `out[t, i] = w[r.start + i]·xs[t]` for the rows `r` of `w` (at most [`ROW_BLOCK`]) and
+/// the `n` token rows of `xs`, with the widest tiles the CPU has (AVX-512 only if
+/// `avx512`). Returns false, having done nothing, when it has none.
+///
+/// # Safety
+/// `out` may be written at rows `0 .. r.len()` of its block for tokens `< n` (the contract
+/// of [`Out::set`]), and `xs` must hold `n` rows of `w.cols`.
+pub(super) unsafe fn tiles(
+    w: &Matrix,
+    r: Range<usize>,
+    xs: &[f32],
+    n: usize,
+    out: Out,
+    avx512: bool,
+) -> bool {
+    let span = r.start * w.cols..r.end * w.cols;
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        match w.data {
+            WeightData::F32(d) => tiles_typed(&d[span], w.cols, xs, n, out, avx512),
+            WeightData::Bf16(d) => tiles_typed(&d[span], w.cols, xs, n, out, avx512),
+            WeightData::F16(d) => tiles_typed(&d[span], w.cols, xs, n, out, avx512),
+        }
+    }
+}
+
+/// [`attend_avx512`] when the CPU has AVX-512 (and `ANATOMY_NO_AVX512` is unset) and `d`
+/// is a multiple of 16; returns false, having done nothing, otherwise.
+///
+/// # Safety
+/// `q.len() == out.len()` is a multiple of `d`, and rows `span` of `kv` lie inside
+/// `kv.keys` and `kv.values` (what `attend` asserts).
+pub(super) unsafe fn attend(
+    q: &[f32],
+    d: usize,
+    kv: KvHead,
+    span: Range<usize>,
+    scale: f32,
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) -> bool {
+    if !(d.is_multiple_of(16) && use_avx512()) {
+        return false;
+    }
+    scores.resize(q.len() / d * span.len(), 0.0);
+    // SAFETY: AVX-512F is available (`use_avx512`), `d` is a multiple of 16, `scores` was
+    // just sized to heads · span, and the caller keeps every row the kernel reads inside
+    // `keys` and `values`.
+    unsafe { attend_avx512(q, d, kv, span, scale, scores, out) };
+    true
+}
+
+// ------------------------------------------------------------------ matmul tiles
+
+/// [`tiles`] for one element type.
+///
+/// # Safety
+/// As for [`tiles`], with `w` the block's rows (`[rows ≤ ROW_BLOCK, cols]`).
+unsafe fn tiles_typed<E: Elem>(
+    w: &[E],
+    cols: usize,
+    xs: &[f32],
+    n: usize,
+    out: Out,
+    avx512: bool,
+) -> bool {
+    if avx512 && cols >= 16 && is_x86_feature_detected!("avx512f") {
+        // SAFETY: AVX-512F was detected just above; the rest is the caller's contract.
+        unsafe { tiles_avx512(w, cols, xs, n, out) };
+        return true;
+    }
+    if cols >= 8
+        && is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
+        && is_x86_feature_detected!("f16c")
+    {
+        // SAFETY: the three features the function is compiled with were detected above;
+        // the rest is the caller's contract.
+        unsafe { tiles_avx2(w, cols, xs, n, out) };
+        return true;
+    }
+    false
+}
+
+/// Rows in groups of 3 (4 when there is a single token) and tokens in groups of 3, each
+/// group one register tile: 3×3 accumulators + 3 inputs + 1 weight vector fit the 16 ymm
+/// registers without spilling.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C; `w` is `[rows ≤ ROW_BLOCK, cols]`, `xs` holds
+/// `n` rows of `cols`, and `out` may write rows `< rows` for tokens `< n`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tiles_avx2<E: Elem>(w: &[E], cols: usize, xs: &[f32], n: usize, out: Out) {
+    let rows = w.len() / cols;
+    let rstep = if n == 1 { 4 } else { 3 };
+    let mut t0 = 0;
+    while t0 < n {
+        let t_end = (t0 + TOKEN_BLOCK).min(n);
+        let mut r = 0;
+        while r < rows {
+            let rn = (rows - r).min(rstep);
+            let mut t = t0;
+            while t < t_end {
+                let tn = (t_end - t).min(3);
+                // SAFETY: rows r..r+rn ≤ rows and tokens t..t+tn ≤ n, so every weight row
+                // and input row the tile reads lies in `w` and `xs`, and it writes only
+                // rows of this block for tokens < n (the contract of `Out::set`); the CPU
+                // features were checked by this function's caller.
+                unsafe {
+                    match (rn, tn) {
+                        (4, _) => tile::<E, 4, 1>(w, cols, xs, out, r, t),
+                        (3, 3) => tile::<E, 3, 3>(w, cols, xs, out, r, t),
+                        (3, 2) => tile::<E, 3, 2>(w, cols, xs, out, r, t),
+                        (3, 1) => tile::<E, 3, 1>(w, cols, xs, out, r, t),
+                        (2, 3) => tile::<E, 2, 3>(w, cols, xs, out, r, t),
+                        (2, 2) => tile::<E, 2, 2>(w, cols, xs, out, r, t),
+                        (2, 1) => tile::<E, 2, 1>(w, cols, xs, out, r, t),
+                        (1, 3) => tile::<E, 1, 3>(w, cols, xs, out, r, t),
+                        (1, 2) => tile::<E, 1, 2>(w, cols, xs, out, r, t),
+                        _ => tile::<E, 1, 1>(w, cols, xs, out, r, t),
+                    }
+                }
+                t += tn;
+            }
+            r += rn;
+        }
+        t0 = t_end;
+    }
+}
+
+// ANCHOR: tile
+/// One R×T register tile: R weight rows against T token rows, 8 columns per step, R·T
+/// independent accumulators; the `cols % 8` tail is summed in scalar.
+///
+/// # Safety
+/// Rows `r..r+R` of `w` (`[rows, cols]`, rows of this task's block) and tokens `t..t+T`
+/// of `xs` must exist, and the CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile<E: Elem, const R: usize, const T: usize>(
+    w: &[E],
+    cols: usize,
+    xs: &[f32],
+    out: Out,
+    r: usize,
+    t: usize,
+) {
+    let mut acc = [[_mm256_setzero_ps(); T]; R];
+    let main = cols / 8 * 8;
+    let wp = w.as_ptr();
+    let xp = xs.as_ptr();
+    let line = 64 / std::mem::size_of::<E>(); // elements per cache line
+    let mut c = 0;
+    while c < main {
+        let mut xv = [_mm256_setzero_ps(); T];
+        for (j, v) in xv.iter_mut().enumerate() {
+            // SAFETY: token t+j exists and c+8 ≤ cols, so the 8 floats lie inside xs.
+            *v = unsafe { _mm256_loadu_ps(xp.add((t + j) * cols + c)) };
+        }
+        if c % line == 0 {
+            // Each weight row is its own 4 KiB page in the big matrices and the hardware
+            // prefetcher stops at page boundaries, so fetch the next tile's rows ahead.
+            for i in 0..R {
+                let p = wp.wrapping_add((r + R + i) * cols + c) as *const i8;
+                // Prefetching is a hint that never faults, whatever the address;
+                // `wrapping_add` keeps the address computation itself defined.
+                _mm_prefetch::<_MM_HINT_T0>(p);
+            }
+        }
+        for (i, a) in acc.iter_mut().enumerate() {
+            // SAFETY: row r+i exists and c+8 ≤ cols, so the 8 elements lie inside w.
+            let wv = unsafe { E::load8(wp.add((r + i) * cols + c)) };
+            for (aj, xj) in a.iter_mut().zip(&xv) {
+                *aj = _mm256_fmadd_ps(wv, *xj, *aj);
+            }
+        }
+        c += 8;
+    }
+    for (i, a) in acc.iter().enumerate() {
+        let wr = &w[(r + i) * cols..(r + i + 1) * cols];
+        for (j, v) in a.iter().enumerate() {
+            let x = &xs[(t + j) * cols..(t + j + 1) * cols];
+            let mut lanes = [0.0f32; 8];
+            // SAFETY: `lanes` holds exactly the 8 floats an unaligned 256-bit store writes.
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), *v) };
+            let mut s = (lanes[0] + lanes[4])
+                + (lanes[1] + lanes[5])
+                + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+            for k in main..cols {
+                s += wr[k].widen() * x[k];
+            }
+            // SAFETY: row r+i is in this task's block and token t+j < n (the caller's
+            // contract), which is `Out::set`'s.
+            unsafe { out.set(t + j, r + i, s) };
+        }
+    }
+}
+// ANCHOR_END: tile
+
+/// [`tiles_avx2`] with 16-lane registers: 32 of them hold a 4×4 tile (16 accumulators,
+/// 4 weight vectors, 1 input vector) without spilling. (3×8 tiles, which share each
+/// widened bf16 weight vector among 8 FMAs, measured no faster on prefill: the inputs'
+/// trips to L2, not the widening, set the pace.)
+///
+/// # Safety
+/// As for [`tiles_avx2`], with AVX-512F instead of AVX2/FMA/F16C.
+#[target_feature(enable = "avx512f")]
+unsafe fn tiles_avx512<E: Elem>(w: &[E], cols: usize, xs: &[f32], n: usize, out: Out) {
+    let rows = w.len() / cols;
+    let mut t0 = 0;
+    while t0 < n {
+        let t_end = (t0 + TOKEN_BLOCK).min(n);
+        let mut r = 0;
+        while r < rows {
+            let rn = (rows - r).min(4);
+            let mut t = t0;
+            while t < t_end {
+                let tn = (t_end - t).min(4);
+                // SAFETY: as in `tiles_avx2`: the rows and tokens of the tile exist, it
+                // writes only this block's rows for tokens < n, and AVX-512F was checked
+                // by this function's caller.
+                unsafe {
+                    match (rn, tn) {
+                        (4, 4) => tile512::<E, 4, 4>(w, cols, xs, out, r, t),
+                        (4, 3) => tile512::<E, 4, 3>(w, cols, xs, out, r, t),
+                        (4, 2) => tile512::<E, 4, 2>(w, cols, xs, out, r, t),
+                        (4, 1) => tile512::<E, 4, 1>(w, cols, xs, out, r, t),
+                        (3, 4) => tile512::<E, 3, 4>(w, cols, xs, out, r, t),
+                        (3, 3) => tile512::<E, 3, 3>(w, cols, xs, out, r, t),
+                        (3, 2) => tile512::<E, 3, 2>(w, cols, xs, out, r, t),
+                        (3, 1) => tile512::<E, 3, 1>(w, cols, xs, out, r, t),
+                        (2, 4) => tile512::<E, 2, 4>(w, cols, xs, out, r, t),
+                        (2, 3) => tile512::<E, 2, 3>(w, cols, xs, out, r, t),
+                        (2, 2) => tile512::<E, 2, 2>(w, cols, xs, out, r, t),
+                        (2, 1) => tile512::<E, 2, 1>(w, cols, xs, out, r, t),
+                        (1, 4) => tile512::<E, 1, 4>(w, cols, xs, out, r, t),
+                        (1, 3) => tile512::<E, 1, 3>(w, cols, xs, out, r, t),
+                        (1, 2) => tile512::<E, 1, 2>(w, cols, xs, out, r, t),
+                        _ => tile512::<E, 1, 1>(w, cols, xs, out, r, t),
+                    }
+                }
+                t += tn;
+            }
+            r += rn;
+        }
+        t0 = t_end;
+    }
+}
+
+/// [`tile`] with 16 columns per step.
+///
+/// # Safety
+/// As for [`tile`], with AVX-512F instead of AVX2/FMA/F16C.
+#[target_feature(enable = "avx512f")]
+unsafe fn tile512<E: Elem, const R: usize, const T: usize>(
+    w: &[E],
+    cols: usize,
+    xs: &[f32],
+    out: Out,
+    r: usize,
+    t: usize,
+) {
+    let mut acc = [[_mm512_setzero_ps(); T]; R];
+    let main = cols / 16 * 16;
+    let wp = w.as_ptr();
+    let xp = xs.as_ptr();
+    let line = 64 / std::mem::size_of::<E>();
+    let mut c = 0;
+    while c < main {
+        if c % line == 0 {
+            for i in 0..R {
+                let p = wp.wrapping_add((r + R + i) * cols + c) as *const i8;
+                // A prefetch never faults; `wrapping_add` keeps the address defined.
+                _mm_prefetch::<_MM_HINT_T0>(p);
+            }
+        }
+        let mut wv = [_mm512_setzero_ps(); R];
+        for (i, v) in wv.iter_mut().enumerate() {
+            // SAFETY: row r+i exists and c+16 ≤ cols, so the 16 elements lie inside w.
+            *v = unsafe { E::load16(wp.add((r + i) * cols + c)) };
+        }
+        for j in 0..T {
+            // SAFETY: token t+j exists and c+16 ≤ cols, so the 16 floats lie inside xs.
+            let xj = unsafe { _mm512_loadu_ps(xp.add((t + j) * cols + c)) };
+            for (a, wi) in acc.iter_mut().zip(&wv) {
+                a[j] = _mm512_fmadd_ps(*wi, xj, a[j]);
+            }
+        }
+        c += 16;
+    }
+    for (i, a) in acc.iter().enumerate() {
+        let wr = &w[(r + i) * cols..(r + i + 1) * cols];
+        for (j, v) in a.iter().enumerate() {
+            let x = &xs[(t + j) * cols..(t + j + 1) * cols];
+            let mut s = _mm512_reduce_add_ps(*v);
+            for k in main..cols {
+                s += wr[k].widen() * x[k];
+            }
+            // SAFETY: row r+i is in this task's block and token t+j < n.
+            unsafe { out.set(t + j, r + i, s) };
+        }
+    }
+}
+
+// ------------------------------------------------------------------ prefill: outer products
+
+thread_local! {
+    /// Weight rows widened to f32 for [`gemm_block`], one buffer per thread (grown once).
+    static WIDE_ROWS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+// ANCHOR: gemm_block
+/// Rows `r` of `w` against `n` tokens held in panels, as outer products. The rows are
+/// widened to f32 once per call; a step of the 8 × 32 register tile (16 accumulators)
+/// broadcasts one weight of each of 8 rows and loads 32 inputs of one column: every load
+/// feeds 2–8 FMAs. Columns go in blocks of KC, with the accumulators of the whole row
+/// block parked in `acc` between blocks, so the input panel's block (KC·32 floats) and the
+/// widened rows' block stay in L1 while all 4 micro-panels use them — the dot-product
+/// tiles instead stream whole rows through L1 for 4 FMAs a load. (12-row tiles with
+/// 48-row blocks measured no faster here.)
+///
+/// # Safety
+/// AVX-512F must be available; `panels` must hold `ceil(n / PANEL)` panels of
+/// `w.cols` columns; `out` may write rows `r` (of this task's block) for tokens `< n`.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn gemm_block(w: &Matrix, r: Range<usize>, panels: &[f32], n: usize, out: Out) {
+    const MR: usize = 8;
+    const KC: usize = 128;
+    let cols = w.cols;
+    let nr = r.len();
+    let micro = nr.div_ceil(MR);
+    WIDE_ROWS.with_borrow_mut(|wide| {
+        // Widen: row r.start + i → wide[i·stride ..][..cols]; the stride is padded past a
+        // multiple of 4 KiB so the 8 rows a tile reads do not share one L1 set.
+        let stride = cols + 16;
+        wide.clear();
+        wide.resize(micro * MR * stride, 0.0);
+        for (i, row) in wide.chunks_exact_mut(stride).take(nr).enumerate() {
+            w.row_slice_into(r.start + i, 0, &mut row[..cols]);
+        }
+        let wp = wide.as_ptr();
+        let mut acc = [[_mm512_setzero_ps(); 2]; ROW_BLOCK.div_ceil(MR) * MR];
+        for p in 0..n.div_ceil(PANEL) {
+            let xp = panels[p * PANEL * cols..].as_ptr();
+            let tokens = (n - p * PANEL).min(PANEL);
+            acc.fill([_mm512_setzero_ps(); 2]);
+            for k0 in (0..cols).step_by(KC) {
+                for m in 0..micro {
+                    let mut a = [[_mm512_setzero_ps(); 2]; MR];
+                    a.copy_from_slice(&acc[m * MR..(m + 1) * MR]);
+                    for c in k0..(k0 + KC).min(cols) {
+                        // SAFETY: the panel holds PANEL floats for each of `cols` columns,
+                        // and rows m·MR .. m·MR + MR of `wide` exist (`micro · MR` rows).
+                        let (x0, x1, wc) = unsafe {
+                            (
+                                _mm512_loadu_ps(xp.add(c * PANEL)),
+                                _mm512_loadu_ps(xp.add(c * PANEL + 16)),
+                                wp.add(m * MR * stride + c),
+                            )
+                        };
+                        for (i, ai) in a.iter_mut().enumerate() {
+                            // SAFETY: row m·MR + i < micro·MR rows of `stride` floats, c < cols.
+                            let b = _mm512_set1_ps(unsafe { *wc.add(i * stride) });
+                            ai[0] = _mm512_fmadd_ps(b, x0, ai[0]);
+                            ai[1] = _mm512_fmadd_ps(b, x1, ai[1]);
+                        }
+                    }
+                    acc[m * MR..(m + 1) * MR].copy_from_slice(&a);
+                }
+            }
+            for (i, a) in acc.iter().enumerate().take(nr) {
+                let mut lanes = [0.0f32; PANEL];
+                // SAFETY: `lanes` holds the 32 floats the two stores write.
+                unsafe {
+                    _mm512_storeu_ps(lanes.as_mut_ptr(), a[0]);
+                    _mm512_storeu_ps(lanes.as_mut_ptr().add(16), a[1]);
+                }
+                for (j, &v) in lanes.iter().enumerate().take(tokens) {
+                    // SAFETY: row i is in this task's block and token p·PANEL+j < n, the
+                    // caller's contract, which is `Out::set`'s.
+                    unsafe { out.set(p * PANEL + j, i, v) };
+                }
+            }
+        }
+    });
+}
+// ANCHOR_END: gemm_block
+
+// ------------------------------------------------------------------ attention
+
+/// [`attend_reference`](super::attention::attend_reference) with AVX-512 FMAs: each key
+/// row is read once for all the heads of the group, the scores of all heads are kept
+/// (`scores` is `[heads, span]`), and each head's weighted values are summed 128 columns
+/// at a time in registers.
+///
+/// # Safety
+/// AVX-512F must be available, `d % 16 == 0`, `scores.len() == heads · span.len()`, and
+/// rows `span` of `kv` must lie inside `kv.keys` and `kv.values`.
+#[target_feature(enable = "avx512f")]
+unsafe fn attend_avx512(
+    q: &[f32],
+    d: usize,
+    kv: KvHead,
+    span: Range<usize>,
+    scale: f32,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    let len = span.len();
+    let (kp, vp) = (kv.keys.as_ptr(), kv.values.as_ptr());
+    // Scores: every head against key j, the key read once.
+    for (jj, j) in span.clone().enumerate() {
+        // SAFETY: row j lies inside `keys` (the caller's contract).
+        let k = unsafe { kp.add(j * kv.stride + kv.offset) };
+        for (h, qh) in q.chunks_exact(d).enumerate() {
+            let mut acc = [_mm512_setzero_ps(); 2];
+            for c in (0..d).step_by(32) {
+                for (u, a) in acc.iter_mut().enumerate() {
+                    let cc = c + 16 * u;
+                    if cc < d {
+                        // SAFETY: cc + 16 ≤ d, inside row j of keys and head h of q.
+                        let (kv16, qv16) = unsafe {
+                            (
+                                _mm512_loadu_ps(k.add(cc)),
+                                _mm512_loadu_ps(qh.as_ptr().add(cc)),
+                            )
+                        };
+                        *a = _mm512_fmadd_ps(kv16, qv16, *a);
+                    }
+                }
+            }
+            scores[h * len + jj] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1])) * scale;
+        }
+    }
+    for s in scores.chunks_exact_mut(len.max(1)) {
+        softmax_in_place(s);
+    }
+    // Weighted values: up to 128 columns of one head's output in 8 registers, positions
+    // in order (the reference's summation order per element).
+    for (h, o) in out.chunks_exact_mut(d).enumerate() {
+        let p = &scores[h * len..(h + 1) * len];
+        for c0 in (0..d).step_by(128) {
+            let nv = ((d - c0) / 16).min(8);
+            let mut acc = [_mm512_setzero_ps(); 8];
+            for (jj, j) in span.clone().enumerate() {
+                let pj = _mm512_set1_ps(p[jj]);
+                // SAFETY: row j lies inside `values` (the caller's contract).
+                let v = unsafe { vp.add(j * kv.stride + kv.offset + c0) };
+                for (u, a) in acc.iter_mut().enumerate().take(nv) {
+                    // SAFETY: c0 + 16u + 16 ≤ d, inside row j.
+                    *a = _mm512_fmadd_ps(pj, unsafe { _mm512_loadu_ps(v.add(16 * u)) }, *a);
+                }
+            }
+            for (u, a) in acc.iter().enumerate().take(nv) {
+                // SAFETY: c0 + 16u + 16 ≤ d = o.len().
+                unsafe { _mm512_storeu_ps(o.as_mut_ptr().add(c0 + 16 * u), *a) };
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------ widening loads
+
+impl Elem for f32 {
+    fn widen(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    unsafe fn load8(p: *const f32) -> __m256 {
+        // SAFETY: the caller guarantees 8 readable f32 at p and AVX support.
+        unsafe { _mm256_loadu_ps(p) }
+    }
+    #[inline(always)]
+    unsafe fn load16(p: *const f32) -> __m512 {
+        // SAFETY: the caller guarantees 16 readable f32 at p and AVX-512F support.
+        unsafe { _mm512_loadu_ps(p) }
+    }
+}
+
+impl Elem for half::bf16 {
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+    #[inline(always)]
+    unsafe fn load8(p: *const half::bf16) -> __m256 {
+        // bf16 is the top half of an f32: zero-extend each 16-bit lane to 32 bits and shift
+        // it up 16 — exact, the same value `to_f32` gives.
+        // SAFETY: the caller guarantees 8 readable bf16 (16 bytes) at p and AVX2 support.
+        unsafe {
+            let h = _mm_loadu_si128(p as *const __m128i);
+            _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+        }
+    }
+    #[inline(always)]
+    unsafe fn load16(p: *const half::bf16) -> __m512 {
+        // The same exact widening as `load8`, sixteen lanes.
+        // SAFETY: the caller guarantees 16 readable bf16 (32 bytes) at p and AVX-512F.
+        unsafe {
+            let h = _mm256_loadu_si256(p as *const __m256i);
+            _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
+        }
+    }
+}
+
+impl Elem for half::f16 {
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+    #[inline(always)]
+    unsafe fn load8(p: *const half::f16) -> __m256 {
+        // SAFETY: the caller guarantees 8 readable f16 (16 bytes) at p and F16C support;
+        // vcvtph2ps converts exactly.
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)) }
+    }
+    #[inline(always)]
+    unsafe fn load16(p: *const half::f16) -> __m512 {
+        // SAFETY: the caller guarantees 16 readable f16 (32 bytes) at p and AVX-512F.
+        unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i)) }
+    }
+}
