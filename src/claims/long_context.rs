@@ -6,7 +6,8 @@
 use super::position::{BASE, D};
 use super::{Entry, Outcome, Status, outcome};
 use crate::long_context::{attention, lost_in_middle, memory, scaling};
-use crate::position::{equivariance, rope};
+use crate::kernels::attention::{Mask, naive_attention};
+use crate::position::rope;
 
 const QWEN3_CONFIG: &str = include_str!("../../data/configs/qwen3-30b-a3b.json");
 const DEEPSEEK_V3_CONFIG: &str = include_str!("../../data/configs/deepseek-v3.json");
@@ -214,15 +215,15 @@ fn ext_lost_in_middle() -> Outcome {
 
 fn ext_flash_equiv() -> Outcome {
     let n = 256;
-    let x = equivariance::random_tokens(3 * n, 64, 8);
+    let x = crate::rand::random_tokens(3 * n, 64, 8);
     let (q, k, v) = (
         x.slice(ndarray::s![0..n, ..]),
         x.slice(ndarray::s![n..2 * n, ..]),
         x.slice(ndarray::s![2 * n.., ..]),
     );
     let scale = 1.0 / 8.0;
-    let naive = attention::naive_attention(q, k, v, scale, attention::Mask::Causal);
-    let (tiled, stats) = attention::tiled_attention(q, k, v, scale, attention::Mask::Causal, 32);
+    let naive = naive_attention(q, k, v, scale, Mask::Causal);
+    let (tiled, stats) = attention::tiled_attention(q, k, v, scale, Mask::Causal, 32);
     let worst = (&naive - &tiled).iter().fold(0.0f32, |m, d| m.max(d.abs()));
     outcome(
         worst as f64,

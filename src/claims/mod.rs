@@ -189,7 +189,7 @@ pub const ENTRIES: &[&[Entry]] = &[
 
 /// Seeded N(0, 1) vector of length `n` (inputs of the numeric checks).
 pub(crate) fn seeded_vec(n: usize, seed: u64) -> Vec<f32> {
-    crate::position::equivariance::random_tokens(1, n, seed)
+    crate::rand::random_tokens(1, n, seed)
         .into_raw_vec_and_offset()
         .0
 }

@@ -2,7 +2,7 @@
 
 use super::{Entry, Outcome, outcome};
 use crate::optim::{self, clip, qk_clip};
-use crate::position::equivariance::random_tokens;
+use crate::rand::random_tokens;
 use ndarray::{ArrayD, IxDyn};
 
 /// The global-norm rule on three seeded tensors: a clipped set ends at norm τ (up to

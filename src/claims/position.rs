@@ -109,7 +109,7 @@ fn rope_layouts() -> Outcome {
 
 fn rope_permutation_equivariance() -> Outcome {
     let head = equivariance::Head::random(32, 16, 6);
-    let x = equivariance::random_tokens(8, 32, 7);
+    let x = crate::rand::random_tokens(8, 32, 7);
     let perm = [3usize, 0, 7, 1, 6, 2, 5, 4];
     let without = equivariance::equivariance_gap(&head, &x, &perm, false);
     let with = equivariance::equivariance_gap(&head, &x, &perm, true);

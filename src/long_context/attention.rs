@@ -1,16 +1,14 @@
 //! Attention three ways (source S1 §2 and its interview answer on O(n²)): the naive
-//! form that materialises the whole score matrix ([`naive_attention`], kept with the
+//! form that materialises the whole score matrix ([`naive_attention`](crate::kernels::attention::naive_attention), kept with the
 //! [`Mask`] in [`crate::kernels::attention`]), a tiled form with an online softmax
 //! (FlashAttention's idea: the same result with O(n) extra memory), and sliding-window
 //! attention. All three share that one mask definition.
 //!
 //! Claim backed: `ext.flash_equiv`.
 
+use crate::kernels::attention::Mask;
 use crate::kernels::dot;
 use ndarray::{Array2, ArrayView2};
-
-// Temporary: the claims still name them here; their home is `crate::kernels::attention`.
-pub use crate::kernels::attention::{Mask, naive_attention};
 
 /// What the tiled kernel allocated besides its output: it never holds more than one
 /// tile of scores per query, however long the sequence.

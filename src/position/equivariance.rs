@@ -12,9 +12,6 @@ use crate::rand::normal_matrix;
 use ndarray::{Array2, Axis};
 use ndarray_rand::rand::{SeedableRng, rngs::StdRng};
 
-// Temporary: the claims still name it here; its home is `crate::rand`.
-pub use crate::rand::random_tokens;
-
 /// A single attention head with random projections.
 pub struct Head {
     pub wq: Array2<f32>,
