@@ -4,10 +4,10 @@
 //! A byte-level BPE tokenizer in three steps: added tokens such as `<|im_start|>` are cut
 //! out of the text first and map to one id each ([`special`]); the rest is split into
 //! pieces by Qwen's regular expression and each piece is merged from single bytes up by
-//! rank ([`bpe`]); decoding concatenates the tokens' bytes. The vocabulary is Qwen's
-//! (151,643 ranks, `data/qwen.tiktoken`), read from tiktoken or Hugging Face files
-//! ([`vocab`]). [`glitch`] scans it for suspicious tokens and screens a checkpoint's
-//! embeddings for rows that training never reached.
+//! rank ([`bpe`]); decoding concatenates the tokens' bytes. The vocabulary ([`vocab`]) is
+//! Qwen's (151,643 ranks, `data/qwen.tiktoken`), read from a tiktoken file ([`tiktoken`]) or
+//! a Hugging Face `tokenizer.json` ([`tokenizer_json`]). [`glitch`] scans it for suspicious
+//! tokens and screens a checkpoint's embeddings for rows that training never reached.
 //!
 //! Claims backed here: `tok.special`, `tok.glitch_ids`, `tok.literal_scan`,
 //! `tok.norm_scan`, `tok.glitch_norms`, `tok.vocab_sizes`.
@@ -20,6 +20,8 @@
 pub mod bpe;
 pub mod glitch;
 pub mod special;
+pub mod tiktoken;
+pub mod tokenizer_json;
 pub mod vocab;
 
 use crate::error::{Error, Result};
@@ -102,7 +104,7 @@ impl Tokenizer {
     /// A tiktoken vocabulary with Qwen3's added tokens and pre-tokenizer, no normaliser:
     /// the ids equal tiktoken's.
     pub fn from_tiktoken(bytes: &[u8], name: &str) -> Result<Self> {
-        let vocab = vocab::parse_tiktoken(bytes, name)?;
+        let vocab = tiktoken::parse_tiktoken(bytes, name)?;
         Self::new(
             vocab,
             special::qwen3_added_tokens(),
@@ -114,7 +116,7 @@ impl Tokenizer {
 
     /// A Hugging Face `tokenizer.json` (byte-level BPE).
     pub fn from_tokenizer_json(doc: &serde_json::Value, name: &str) -> Result<Self> {
-        let p = vocab::parse_tokenizer_json(doc, name)?;
+        let p = tokenizer_json::parse_tokenizer_json(doc, name)?;
         Self::new(p.vocab, p.added, &p.pattern, p.nfc, name)
     }
 
