@@ -305,7 +305,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Detokenize { vocab, json, ids } => {
             let tok = tokenizer::Tokenizer::from_file(&vocab)?;
-            let ids = tokenizer::glitch::parse_id_ranges(&ids)?;
+            let ids = tokenizer::parse_id_ranges(&ids)?;
             let bytes = tok.decode_bytes(&ids)?;
             let text = String::from_utf8_lossy(&bytes);
             if json {
@@ -330,7 +330,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             let tok = tokenizer::Tokenizer::from_file(&vocab)?;
             let unused = unused
                 .as_deref()
-                .map(tokenizer::glitch::parse_id_ranges)
+                .map(tokenizer::parse_id_ranges)
                 .transpose()?;
             let report = tokenizer::glitch::report(&tok, model.as_deref(), top_k, unused)?;
             let repetition = match &model {
@@ -377,7 +377,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             ids,
             out,
         } => {
-            let ids = tokenizer::glitch::parse_id_ranges(&ids)?;
+            let ids = tokenizer::parse_id_ranges(&ids)?;
             with_model(&model_dir, |model| {
                 let output = model.logits(&ids)?;
                 qwen3::save_logits(&out, &output, model.config.vocab_size)?;
@@ -407,7 +407,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 _ => Some(qwen3_tokenizer(&model_dir)?),
             };
             let prompt_ids = match (&ids, &prompt, &tok) {
-                (Some(ids), _, _) => tokenizer::glitch::parse_id_ranges(ids)?,
+                (Some(ids), _, _) => tokenizer::parse_id_ranges(ids)?,
                 (None, Some(text), Some(tok)) if chat => {
                     let user = llm_anatomy::chat::Message::new("user", text);
                     let opts = llm_anatomy::chat::ChatOptions {
@@ -494,7 +494,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             ids,
             json,
         } => {
-            let ids = tokenizer::glitch::parse_id_ranges(&ids)?;
+            let ids = tokenizer::parse_id_ranges(&ids)?;
             with_model(&model_dir, |model| {
                 let output = model.logits(&ids)?;
                 let report = qwen3::router_report(&model.config, &ids, &output);

@@ -8,6 +8,7 @@
 //! Qwen's (151,643 ranks, `data/qwen.tiktoken`), read from a tiktoken file ([`tiktoken`]) or
 //! a Hugging Face `tokenizer.json` ([`tokenizer_json`]). [`glitch`] scans it for suspicious
 //! tokens and screens a checkpoint's embeddings for rows that training never reached.
+//! [`parse_id_ranges`] reads the id lists (`1,2,5-9`) that the command line takes.
 //!
 //! Claims backed here: `tok.special`, `tok.glitch_ids`, `tok.literal_scan`,
 //! `tok.norm_scan`, `tok.glitch_norms`, `tok.vocab_sizes`.
@@ -19,10 +20,13 @@
 
 pub mod bpe;
 pub mod glitch;
+pub mod ids;
 pub mod special;
 pub mod tiktoken;
 pub mod tokenizer_json;
 pub mod vocab;
+
+pub use ids::parse_id_ranges;
 
 use crate::error::{Error, Result};
 use bpe::Bpe;
