@@ -297,25 +297,17 @@ fn run(command: Command) -> anyhow::Result<()> {
             if json {
                 println!("{}", serde_json::json!({ "ids": ids }));
             } else {
-                for id in ids {
-                    let piece = String::from_utf8_lossy(tok.token_bytes(id)?).into_owned();
-                    println!("{id:>7}  {piece:?}");
-                }
+                print!("{}", tok.id_table(&ids)?);
             }
         }
         Command::Detokenize { vocab, json, ids } => {
             let tok = tokenizer::Tokenizer::from_file(&vocab)?;
             let ids = tokenizer::parse_id_ranges(&ids)?;
-            let bytes = tok.decode_bytes(&ids)?;
-            let text = String::from_utf8_lossy(&bytes);
+            let decoded = tok.decode_checked(&ids)?;
             if json {
-                let valid = std::str::from_utf8(&bytes).is_ok();
-                println!(
-                    "{}",
-                    serde_json::json!({ "text": text, "valid_utf8": valid })
-                );
+                println!("{}", serde_json::to_string(&decoded)?);
             } else {
-                println!("{text}");
+                println!("{}", decoded.text);
             }
         }
         Command::Glitch {

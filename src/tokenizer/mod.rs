@@ -55,6 +55,13 @@ pub struct Tokenizer {
     pub name: String,
 }
 
+/// What [`Tokenizer::decode_checked`] returns (`anatomy detokenize --json`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Decoded {
+    pub text: String,
+    pub valid_utf8: bool,
+}
+
 /// Bytes of text per parallel chunk in [`Tokenizer::encode_parallel`].
 const CHUNK_BYTES: usize = 64 * 1024;
 /// Per-thread regex copies kept (threads past this share a copy).
@@ -319,6 +326,27 @@ impl Tokenizer {
         Ok(String::from_utf8_lossy(&self.decode_bytes(ids)?).into_owned())
     }
     // ANCHOR_END: decode
+
+    /// [`Tokenizer::decode`]'s text, and whether the bytes were valid UTF-8 (false when a
+    /// U+FFFD stands for a character the ids cut).
+    pub fn decode_checked(&self, ids: &[u32]) -> Result<Decoded> {
+        let bytes = self.decode_bytes(ids)?;
+        Ok(Decoded {
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            valid_utf8: std::str::from_utf8(&bytes).is_ok(),
+        })
+    }
+
+    /// One line per id: the id, then its token's bytes as a quoted string (invalid UTF-8 as
+    /// U+FFFD), as `anatomy tokenize` prints them.
+    pub fn id_table(&self, ids: &[u32]) -> Result<String> {
+        let mut s = String::new();
+        for &id in ids {
+            let piece = String::from_utf8_lossy(self.token_bytes(id)?);
+            s.push_str(&format!("{id:>7}  {piece:?}\n"));
+        }
+        Ok(s)
+    }
 }
 
 /// Where the shipped Qwen vocabulary lives.
