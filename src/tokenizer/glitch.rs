@@ -465,6 +465,9 @@ pub struct GlitchReport {
     pub literal_scan: Vec<LiteralHit>,
     pub glitch_ids: Vec<IdCheck>,
     pub checkpoint: Option<CheckpointScreen>,
+    /// The "please repeat" test, when it was run (it needs a model to generate with).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repetition: Option<Vec<Repetition>>,
 }
 
 /// The full report: literal scan and id table over the vocabulary, and the screens of
@@ -485,10 +488,11 @@ pub fn report(
         checkpoint: model
             .map(|m| screen_checkpoint(m, tok, k, unused))
             .transpose()?,
+        repetition: None,
     })
 }
 
-/// The report as text for a terminal (`shown` rows per list).
+/// The report as text for a terminal (`shown` rows per list; every repetition test).
 pub fn text_report(r: &GlitchReport, shown: usize) -> String {
     use std::fmt::Write;
     let mut s = String::new();
@@ -567,6 +571,18 @@ pub fn text_report(r: &GlitchReport, shown: usize) -> String {
                 );
             }
         }
+    }
+    for t in r.repetition.iter().flatten() {
+        let verdict = if t.repeated {
+            "repeated"
+        } else {
+            "NOT repeated"
+        };
+        let _ = writeln!(
+            s,
+            "repeat {:>7} {:?}: {verdict}; answer {:?}",
+            t.id, t.token, t.answer
+        );
     }
     s
 }
