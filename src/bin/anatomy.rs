@@ -297,25 +297,17 @@ fn run(command: Command) -> anyhow::Result<()> {
             if json {
                 println!("{}", serde_json::json!({ "ids": ids }));
             } else {
-                for id in ids {
-                    let piece = String::from_utf8_lossy(tok.token_bytes(id)?).into_owned();
-                    println!("{id:>7}  {piece:?}");
-                }
+                print!("{}", tok.id_table(&ids)?);
             }
         }
         Command::Detokenize { vocab, json, ids } => {
             let tok = tokenizer::Tokenizer::from_file(&vocab)?;
-            let ids = tokenizer::glitch::parse_id_ranges(&ids)?;
-            let bytes = tok.decode_bytes(&ids)?;
-            let text = String::from_utf8_lossy(&bytes);
+            let ids = tokenizer::parse_id_ranges(&ids)?;
+            let decoded = tok.decode_checked(&ids)?;
             if json {
-                let valid = std::str::from_utf8(&bytes).is_ok();
-                println!(
-                    "{}",
-                    serde_json::json!({ "text": text, "valid_utf8": valid })
-                );
+                println!("{}", serde_json::to_string(&decoded)?);
             } else {
-                println!("{text}");
+                println!("{}", decoded.text);
             }
         }
         Command::Glitch {
@@ -330,46 +322,22 @@ fn run(command: Command) -> anyhow::Result<()> {
             let tok = tokenizer::Tokenizer::from_file(&vocab)?;
             let unused = unused
                 .as_deref()
-                .map(tokenizer::glitch::parse_id_ranges)
+                .map(tokenizer::parse_id_ranges)
                 .transpose()?;
-            let report = tokenizer::glitch::report(&tok, model.as_deref(), top_k, unused)?;
-            let repetition = match &model {
-                Some(dir) if repeat > 0 => {
-                    let candidates = tokenizer::glitch::repetition_candidates(&report, repeat);
-                    Some(with_model(dir, |m| {
-                        let opts = qwen3::GenerateOptions {
-                            max_new_tokens: 16,
-                            sampling: qwen3::Sampling::Greedy,
-                            stop: m.config.eos_token_ids.clone(),
-                        };
-                        Ok(tokenizer::glitch::repetition_test(
-                            &tok,
-                            &candidates,
-                            |p| qwen3::generate(m, p, &opts, |_| {}),
-                        )?)
-                    })?)
-                }
-                _ => None,
-            };
+            let mut report = tokenizer::glitch::report(&tok, model.as_deref(), top_k, unused)?;
+            if let Some(dir) = model.as_deref().filter(|_| repeat > 0) {
+                let tested = with_model(dir, |m| {
+                    Ok(qwen3::generate::glitch_repetition_test(
+                        m, &tok, &report, repeat,
+                    )?)
+                })?;
+                report.repetition = Some(tested);
+            }
             if json {
-                let mut v = serde_json::to_value(&report)?;
-                if let Some(r) = &repetition {
-                    v["repetition"] = serde_json::to_value(r)?;
-                }
-                println!("{v}");
+                // Through a JSON value, whose keys come out sorted.
+                println!("{}", serde_json::to_value(&report)?);
             } else {
                 print!("{}", tokenizer::glitch::text_report(&report, show));
-                for r in repetition.iter().flatten() {
-                    let verdict = if r.repeated {
-                        "repeated"
-                    } else {
-                        "NOT repeated"
-                    };
-                    println!(
-                        "repeat {:>7} {:?}: {verdict}; answer {:?}",
-                        r.id, r.token, r.answer
-                    );
-                }
             }
         }
         Command::Logits {
@@ -377,7 +345,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             ids,
             out,
         } => {
-            let ids = tokenizer::glitch::parse_id_ranges(&ids)?;
+            let ids = tokenizer::parse_id_ranges(&ids)?;
             with_model(&model_dir, |model| {
                 let output = model.logits(&ids)?;
                 qwen3::save_logits(&out, &output, model.config.vocab_size)?;
@@ -402,80 +370,27 @@ fn run(command: Command) -> anyhow::Result<()> {
             thinking_budget,
             json,
         } => {
-            let tok = match (&prompt, thinking_budget) {
-                (None, None) => None,
-                _ => Some(qwen3_tokenizer(&model_dir)?),
+            let prompt = match (&ids, &prompt) {
+                (Some(ids), _) => qwen3::generate::Prompt::Ids(ids),
+                (None, Some(text)) => qwen3::generate::Prompt::Text { text, chat },
+                (None, None) => unreachable!("clap requires --ids or --prompt"),
             };
-            let prompt_ids = match (&ids, &prompt, &tok) {
-                (Some(ids), _, _) => tokenizer::glitch::parse_id_ranges(ids)?,
-                (None, Some(text), Some(tok)) if chat => {
-                    let user = llm_anatomy::chat::Message::new("user", text);
-                    let opts = llm_anatomy::chat::ChatOptions {
-                        add_generation_prompt: true,
-                        enable_thinking: None,
-                    };
-                    tok.encode(&llm_anatomy::chat::render(&[user], &[], &opts)?)?
+            let request = qwen3::generate::TextRequest {
+                prompt,
+                max_new_tokens,
+                sampling: qwen3::Sampling::from_temperature(temperature, top_p, seed),
+                thinking_budget,
+            };
+            let prepared = request.prepare(&model_dir)?;
+            let out = with_model(&model_dir, |model| Ok(prepared.run(model)?))?;
+            if json {
+                println!("{}", serde_json::to_string(&out)?);
+            } else {
+                println!("{:?}", out.ids);
+                if let Some(text) = &out.text {
+                    println!("{text}");
                 }
-                (None, Some(text), Some(tok)) => tok.encode(text)?,
-                _ => unreachable!("clap requires --ids or --prompt"),
-            };
-            let sampling = match temperature {
-                None => qwen3::Sampling::Greedy,
-                Some(temperature) => qwen3::Sampling::TopP {
-                    temperature,
-                    top_p,
-                    seed,
-                },
-            };
-            with_model(&model_dir, |model| {
-                let stop = model.config.eos_token_ids.clone();
-                let new = match (thinking_budget, &tok) {
-                    (Some(budget), Some(tok)) => {
-                        use llm_anatomy::chat::thinking;
-                        let budget = thinking::ThinkingBudget::new(
-                            budget,
-                            thinking::QWEN3_THINK_START,
-                            thinking::QWEN3_THINK_END,
-                            |t| tok.encode(t),
-                        )?;
-                        let capacity = prompt_ids.len() + max_new_tokens;
-                        let mut step = qwen3::generate::Stepper::new(model, capacity, sampling)?;
-                        thinking::generate_with_budget(
-                            &prompt_ids,
-                            max_new_tokens,
-                            &stop,
-                            &budget,
-                            |context| step.next_token(context),
-                        )?
-                        .ids
-                    }
-                    _ => {
-                        let opts = qwen3::GenerateOptions {
-                            max_new_tokens,
-                            sampling,
-                            stop,
-                        };
-                        qwen3::generate(model, &prompt_ids, &opts, |_| {})?
-                    }
-                };
-                let text = match (&prompt, &tok) {
-                    (Some(_), Some(t)) => Some(t.decode(&new)?),
-                    _ => None,
-                };
-                if json {
-                    let mut v = serde_json::json!({ "ids": new });
-                    if let Some(text) = text {
-                        v["text"] = text.into();
-                    }
-                    println!("{v}");
-                } else {
-                    println!("{new:?}");
-                    if let Some(text) = text {
-                        println!("{text}");
-                    }
-                }
-                Ok(())
-            })?;
+            }
         }
         Command::ChatTemplate {
             messages,
@@ -494,7 +409,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             ids,
             json,
         } => {
-            let ids = tokenizer::glitch::parse_id_ranges(&ids)?;
+            let ids = tokenizer::parse_id_ranges(&ids)?;
             with_model(&model_dir, |model| {
                 let output = model.logits(&ids)?;
                 let report = qwen3::router_report(&model.config, &ids, &output);
@@ -590,14 +505,4 @@ fn with_model<T>(
         qwen3::Model::new_with_progress(config, &ckpt, |done, _| bar.set_position(done as u64))?;
     bar.finish_and_clear();
     f(&model)
-}
-
-/// The tokenizer for a model: its own tokenizer.json if it has one, else Qwen's vocabulary.
-fn qwen3_tokenizer(dir: &std::path::Path) -> anyhow::Result<tokenizer::Tokenizer> {
-    let own = dir.join("tokenizer.json");
-    Ok(if own.is_file() {
-        tokenizer::Tokenizer::from_file(&own)?
-    } else {
-        tokenizer::Tokenizer::qwen()?
-    })
 }

@@ -3,12 +3,20 @@
 //! sampling at a temperature from the smallest set of tokens whose probability reaches
 //! `top_p` (nucleus sampling, transformers' `TopPLogitsWarper`), with a seeded generator so
 //! a run can be repeated.
+//!
+//! The end of the file wires generation to the other chapters for `anatomy generate` and
+//! `anatomy glitch --repeat`: text in through the tokenizer and the chat template, the
+//! thinking budget of chapter 8, the "please repeat" test of chapter 4, text out.
 
+use crate::chat::thinking::{self, ThinkingBudget};
 use crate::error::{Error, Result};
 use crate::kernels::softmax_in_place;
 use crate::qwen3::model::{Logits, Model, Session};
+use crate::tokenizer::glitch::{self, GlitchReport, Repetition};
+use crate::tokenizer::{Tokenizer, parse_id_ranges};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use std::path::Path;
 
 /// How the next token is chosen.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -19,6 +27,21 @@ pub enum Sampling {
         top_p: f32,
         seed: u64,
     },
+}
+
+impl Sampling {
+    /// Greedy without a temperature, nucleus sampling with one (as transformers'
+    /// `do_sample` follows from passing a temperature on the command line).
+    pub fn from_temperature(temperature: Option<f32>, top_p: f32, seed: u64) -> Sampling {
+        match temperature {
+            None => Sampling::Greedy,
+            Some(temperature) => Sampling::TopP {
+                temperature,
+                top_p,
+                seed,
+            },
+        }
+    }
 }
 
 /// What to generate.
@@ -209,9 +232,196 @@ impl<'m, 'a> Stepper<'m, 'a> {
     }
 }
 
+/// Generates up to `max_new_tokens` after `prompt`, stopping after one of the model's
+/// end-of-sequence ids. With a `budget`, through chapter 8's loop, which appends the
+/// early-stop text once the thinking tokens are spent.
+pub fn generate_until_eos(
+    model: &Model,
+    prompt: &[u32],
+    max_new_tokens: usize,
+    sampling: Sampling,
+    budget: Option<&ThinkingBudget>,
+) -> Result<Vec<u32>> {
+    let stop = model.config.eos_token_ids.clone();
+    match budget {
+        Some(budget) => {
+            let capacity = prompt.len() + max_new_tokens;
+            let mut step = Stepper::new(model, capacity, sampling)?;
+            let g = thinking::generate_with_budget(prompt, max_new_tokens, &stop, budget, |c| {
+                step.next_token(c)
+            })?;
+            Ok(g.ids)
+        }
+        None => {
+            let opts = GenerateOptions {
+                max_new_tokens,
+                sampling,
+                stop,
+            };
+            generate(model, prompt, &opts, |_| {})
+        }
+    }
+}
+
+/// The tokenizer for a model directory: its own `tokenizer.json` if it has one, else
+/// Qwen's vocabulary (`data/qwen.tiktoken`).
+pub fn model_tokenizer(dir: &Path) -> Result<Tokenizer> {
+    let own = dir.join("tokenizer.json");
+    if own.is_file() {
+        Tokenizer::from_file(&own)
+    } else {
+        Tokenizer::qwen()
+    }
+}
+
+/// The prompt of a [`TextRequest`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prompt<'a> {
+    /// Token ids as the command line writes them, e.g. `1,2,5-9` ([`parse_id_ranges`]). Kept
+    /// as text so that it is read after the tokenizer is loaded, the order in which
+    /// `anatomy generate` has always reported errors.
+    Ids(&'a str),
+    /// Text for the model's tokenizer; with `chat`, first wrapped as one user turn in the
+    /// Qwen3 chat template, followed by the assistant's header.
+    Text { text: &'a str, chat: bool },
+}
+
+/// What `anatomy generate` asks for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TextRequest<'a> {
+    pub prompt: Prompt<'a>,
+    pub max_new_tokens: usize,
+    pub sampling: Sampling,
+    /// Cap on the tokens inside `<think>` … `</think>` (chapter 8).
+    pub thinking_budget: Option<usize>,
+}
+
+/// A [`TextRequest`] with its tokenizer loaded and its prompt as ids, ready to run.
+pub struct PreparedText {
+    tok: Option<Tokenizer>,
+    prompt: Vec<u32>,
+    /// Whether the prompt was text, so the answer is shown as text too.
+    decode: bool,
+    max_new_tokens: usize,
+    sampling: Sampling,
+    thinking_budget: Option<usize>,
+}
+
+/// What a [`PreparedText`] generated: the new ids, and their text when the prompt was text.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Generated {
+    pub ids: Vec<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+impl TextRequest<'_> {
+    /// Loads the tokenizer of `model_dir` if the request needs one (a text prompt or a
+    /// thinking budget) and turns the prompt into ids, before any weight is loaded.
+    pub fn prepare(&self, model_dir: &Path) -> Result<PreparedText> {
+        let (tok, prompt) = match self.prompt {
+            Prompt::Ids(list) => {
+                let tok = self
+                    .thinking_budget
+                    .map(|_| model_tokenizer(model_dir))
+                    .transpose()?;
+                (tok, parse_id_ranges(list)?)
+            }
+            Prompt::Text { text, chat } => {
+                let tok = model_tokenizer(model_dir)?;
+                let ids = if chat {
+                    let user = crate::chat::Message::new("user", text);
+                    let opts = crate::chat::ChatOptions {
+                        add_generation_prompt: true,
+                        enable_thinking: None,
+                    };
+                    tok.encode(&crate::chat::render(&[user], &[], &opts)?)?
+                } else {
+                    tok.encode(text)?
+                };
+                (Some(tok), ids)
+            }
+        };
+        Ok(PreparedText {
+            tok,
+            prompt,
+            decode: matches!(self.prompt, Prompt::Text { .. }),
+            max_new_tokens: self.max_new_tokens,
+            sampling: self.sampling,
+            thinking_budget: self.thinking_budget,
+        })
+    }
+}
+
+impl PreparedText {
+    /// Generates on `model` (the one in the directory the request was prepared for) until
+    /// end of sequence or `max_new_tokens`, within the thinking budget if there is one.
+    pub fn run(&self, model: &Model) -> Result<Generated> {
+        let budget = match (self.thinking_budget, &self.tok) {
+            (Some(n), Some(tok)) => Some(ThinkingBudget::new(
+                n,
+                thinking::QWEN3_THINK_START,
+                thinking::QWEN3_THINK_END,
+                |t| tok.encode(t),
+            )?),
+            _ => None,
+        };
+        let ids = generate_until_eos(
+            model,
+            &self.prompt,
+            self.max_new_tokens,
+            self.sampling,
+            budget.as_ref(),
+        )?;
+        let text = match (self.decode, &self.tok) {
+            (true, Some(tok)) => Some(tok.decode(&ids)?),
+            _ => None,
+        };
+        Ok(Generated { ids, text })
+    }
+}
+
+/// New tokens each answer of the "please repeat" test may have.
+pub const REPETITION_NEW_TOKENS: usize = 16;
+
+/// Chapter 4's "please repeat" test on `model`: the first `n` candidates of a glitch
+/// report's checkpoint screen ([`glitch::repetition_candidates`]), each answered greedily.
+pub fn glitch_repetition_test(
+    model: &Model,
+    tok: &Tokenizer,
+    report: &GlitchReport,
+    n: usize,
+) -> Result<Vec<Repetition>> {
+    let candidates = glitch::repetition_candidates(report, n);
+    glitch::repetition_test(tok, &candidates, |prompt| {
+        generate_until_eos(model, prompt, REPETITION_NEW_TOKENS, Sampling::Greedy, None)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generated_json_has_text_only_for_a_text_prompt() {
+        let ids_only = Generated {
+            ids: vec![1, 2],
+            text: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&ids_only).unwrap(),
+            r#"{"ids":[1,2]}"#
+        );
+        let with_text = Generated {
+            ids: vec![3],
+            text: Some("a".into()),
+        };
+        assert_eq!(
+            serde_json::to_string(&with_text).unwrap(),
+            r#"{"ids":[3],"text":"a"}"#
+        );
+        assert_eq!(Sampling::from_temperature(None, 0.5, 1), Sampling::Greedy);
+    }
 
     #[test]
     fn argmax_takes_the_first_of_ties() {

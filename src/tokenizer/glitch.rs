@@ -465,6 +465,9 @@ pub struct GlitchReport {
     pub literal_scan: Vec<LiteralHit>,
     pub glitch_ids: Vec<IdCheck>,
     pub checkpoint: Option<CheckpointScreen>,
+    /// The "please repeat" test, when it was run (it needs a model to generate with).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repetition: Option<Vec<Repetition>>,
 }
 
 /// The full report: literal scan and id table over the vocabulary, and the screens of
@@ -485,10 +488,11 @@ pub fn report(
         checkpoint: model
             .map(|m| screen_checkpoint(m, tok, k, unused))
             .transpose()?,
+        repetition: None,
     })
 }
 
-/// The report as text for a terminal (`shown` rows per list).
+/// The report as text for a terminal (`shown` rows per list; every repetition test).
 pub fn text_report(r: &GlitchReport, shown: usize) -> String {
     use std::fmt::Write;
     let mut s = String::new();
@@ -568,6 +572,18 @@ pub fn text_report(r: &GlitchReport, shown: usize) -> String {
             }
         }
     }
+    for t in r.repetition.iter().flatten() {
+        let verdict = if t.repeated {
+            "repeated"
+        } else {
+            "NOT repeated"
+        };
+        let _ = writeln!(
+            s,
+            "repeat {:>7} {:?}: {verdict}; answer {:?}",
+            t.id, t.token, t.answer
+        );
+    }
     s
 }
 
@@ -616,29 +632,6 @@ pub fn repetition_candidates(report: &GlitchReport, n: usize) -> Vec<u32> {
     out
 }
 
-/// Parses an id list such as `151665-152063,7,9`.
-pub fn parse_id_ranges(s: &str) -> Result<Vec<u32>> {
-    let mut out = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let num = |t: &str| {
-            t.trim()
-                .parse::<u32>()
-                .map_err(|_| Error::Invalid(format!("id list: {t:?} is not a token id")))
-        };
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (num(a)?, num(b)?);
-                if a > b {
-                    return Err(Error::Invalid(format!("id list: range {part:?} is empty")));
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(num(part)?),
-        }
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -674,13 +667,5 @@ mod tests {
             (c[0].abs() - 0.6).abs() < 1e-4 && (c[1].abs() - 0.8).abs() < 1e-4,
             "{c:?}"
         );
-    }
-
-    #[test]
-    fn id_ranges() {
-        assert_eq!(parse_id_ranges("3-5, 9").unwrap(), vec![3, 4, 5, 9]);
-        assert!(parse_id_ranges("5-3").is_err());
-        assert!(parse_id_ranges("x").is_err());
-        assert!(parse_id_ranges("").unwrap().is_empty());
     }
 }

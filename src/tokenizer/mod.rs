@@ -4,10 +4,11 @@
 //! A byte-level BPE tokenizer in three steps: added tokens such as `<|im_start|>` are cut
 //! out of the text first and map to one id each ([`special`]); the rest is split into
 //! pieces by Qwen's regular expression and each piece is merged from single bytes up by
-//! rank ([`bpe`]); decoding concatenates the tokens' bytes. The vocabulary is Qwen's
-//! (151,643 ranks, `data/qwen.tiktoken`), read from tiktoken or Hugging Face files
-//! ([`vocab`]). [`glitch`] scans it for suspicious tokens and screens a checkpoint's
-//! embeddings for rows that training never reached.
+//! rank ([`bpe`]); decoding concatenates the tokens' bytes. The vocabulary ([`vocab`]) is
+//! Qwen's (151,643 ranks, `data/qwen.tiktoken`), read from a tiktoken file ([`tiktoken`]) or
+//! a Hugging Face `tokenizer.json` ([`tokenizer_json`]). [`glitch`] scans it for suspicious
+//! tokens and screens a checkpoint's embeddings for rows that training never reached.
+//! [`parse_id_ranges`] reads the id lists (`1,2,5-9`) that the command line takes.
 //!
 //! Claims backed here: `tok.special`, `tok.glitch_ids`, `tok.literal_scan`,
 //! `tok.norm_scan`, `tok.glitch_norms`, `tok.vocab_sizes`.
@@ -19,8 +20,13 @@
 
 pub mod bpe;
 pub mod glitch;
+pub mod ids;
 pub mod special;
+pub mod tiktoken;
+pub mod tokenizer_json;
 pub mod vocab;
+
+pub use ids::parse_id_ranges;
 
 use crate::error::{Error, Result};
 use bpe::Bpe;
@@ -47,6 +53,13 @@ pub struct Tokenizer {
     pub nfc: bool,
     /// Where the vocabulary came from (for messages).
     pub name: String,
+}
+
+/// What [`Tokenizer::decode_checked`] returns (`anatomy detokenize --json`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Decoded {
+    pub text: String,
+    pub valid_utf8: bool,
 }
 
 /// Bytes of text per parallel chunk in [`Tokenizer::encode_parallel`].
@@ -102,7 +115,7 @@ impl Tokenizer {
     /// A tiktoken vocabulary with Qwen3's added tokens and pre-tokenizer, no normaliser:
     /// the ids equal tiktoken's.
     pub fn from_tiktoken(bytes: &[u8], name: &str) -> Result<Self> {
-        let vocab = vocab::parse_tiktoken(bytes, name)?;
+        let vocab = tiktoken::parse_tiktoken(bytes, name)?;
         Self::new(
             vocab,
             special::qwen3_added_tokens(),
@@ -114,7 +127,7 @@ impl Tokenizer {
 
     /// A Hugging Face `tokenizer.json` (byte-level BPE).
     pub fn from_tokenizer_json(doc: &serde_json::Value, name: &str) -> Result<Self> {
-        let p = vocab::parse_tokenizer_json(doc, name)?;
+        let p = tokenizer_json::parse_tokenizer_json(doc, name)?;
         Self::new(p.vocab, p.added, &p.pattern, p.nfc, name)
     }
 
@@ -313,6 +326,27 @@ impl Tokenizer {
         Ok(String::from_utf8_lossy(&self.decode_bytes(ids)?).into_owned())
     }
     // ANCHOR_END: decode
+
+    /// [`Tokenizer::decode`]'s text, and whether the bytes were valid UTF-8 (false when a
+    /// U+FFFD stands for a character the ids cut).
+    pub fn decode_checked(&self, ids: &[u32]) -> Result<Decoded> {
+        let bytes = self.decode_bytes(ids)?;
+        Ok(Decoded {
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            valid_utf8: std::str::from_utf8(&bytes).is_ok(),
+        })
+    }
+
+    /// One line per id: the id, then its token's bytes as a quoted string (invalid UTF-8 as
+    /// U+FFFD), as `anatomy tokenize` prints them.
+    pub fn id_table(&self, ids: &[u32]) -> Result<String> {
+        let mut s = String::new();
+        for &id in ids {
+            let piece = String::from_utf8_lossy(self.token_bytes(id)?);
+            s.push_str(&format!("{id:>7}  {piece:?}\n"));
+        }
+        Ok(s)
+    }
 }
 
 /// Where the shipped Qwen vocabulary lives.
