@@ -456,7 +456,6 @@ fn parse_header(path: &Path, bytes: &[u8]) -> Result<Vec<(String, TensorInfo, us
 }
 // ANCHOR_END: header
 
-// ANCHOR: access
 impl Checkpoint {
     /// The directory the checkpoint was opened from.
     pub fn dir(&self) -> &Path {
@@ -618,7 +617,6 @@ impl Checkpoint {
         })
     }
 }
-// ANCHOR_END: access
 
 /// Reinterprets little-endian bytes as `T` without copying, when they are aligned for `T`
 /// and the host is little-endian. `bytemuck` checks size and alignment, so no `unsafe`.

@@ -129,7 +129,7 @@ pub fn render_svg(name: &str) -> Result<String> {
 
 /// Writes every figure as `DIR/<name>.svg` and returns the paths.
 pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+    std::fs::create_dir_all(dir).map_err(|source| Error::Write {
         path: dir.to_path_buf(),
         source,
     })?;
@@ -137,7 +137,7 @@ pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>> {
         .iter()
         .map(|f| {
             let path = dir.join(format!("{}.svg", f.name));
-            std::fs::write(&path, render_svg(f.name)?).map_err(|source| Error::Io {
+            std::fs::write(&path, render_svg(f.name)?).map_err(|source| Error::Write {
                 path: path.clone(),
                 source,
             })?;
