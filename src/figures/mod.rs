@@ -146,6 +146,13 @@ pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>> {
         .collect()
 }
 
+/// A legend key for a line series: a 20-pixel stroke in the series' own style.
+fn line_key<S: Into<ShapeStyle> + Clone>(
+    style: S,
+) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style.clone())
+}
+
 /// The legend box every chart uses: translucent white, black border.
 fn draw_legend<'a, CT: plotters::coord::CoordTranslate>(
     chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
