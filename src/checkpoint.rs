@@ -1,5 +1,6 @@
 //! Hugging Face checkpoints on disk: memory-mapped safetensors files, a single
-//! `model.safetensors` or shards listed in `model.safetensors.index.json`.
+//! `model.safetensors` or shards listed in `model.safetensors.index.json`. Chapter 9 loads
+//! the model through it (source S0 5.5); chapter 4's glitch screen reads embeddings with it.
 //!
 //! A safetensors file is an 8-byte little-endian header length `N`, `N` bytes of JSON
 //! mapping each tensor name to `{"dtype", "shape", "data_offsets": [begin, end]}` (offsets

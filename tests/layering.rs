@@ -255,6 +255,39 @@ fn no_source_file_is_over_800_lines() {
     );
 }
 
+/// Every top-level module says which chapter it is (or which chapters it serves), and a
+/// chapter module which section of the sources it follows.
+#[test]
+fn every_module_doc_names_its_chapter() {
+    let mut bad = Vec::new();
+    for (module, f) in FLOORS {
+        let dir = src().join(module).join("mod.rs");
+        let file = if dir.is_file() {
+            dir
+        } else {
+            src().join(format!("{module}.rs"))
+        };
+        let Ok(text) = fs::read_to_string(&file) else {
+            continue; // a floor reserved for a module that has not landed yet
+        };
+        let doc: String = text
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let names_chapter = doc.to_lowercase().contains("chapter");
+        let names_source = ["S0", "S1", "source"].iter().any(|s| doc.contains(s));
+        let chapter_floor = (1..=2).contains(f);
+        if !names_chapter || (chapter_floor && !names_source) {
+            bad.push(format!("{}", file.strip_prefix(src()).unwrap().display()));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "module docs that do not name their chapter (and, for chapters, the source section): {bad:?}"
+    );
+}
+
 /// The checker itself: grouped imports and prefixes inside longer names.
 #[test]
 fn references_are_read_right() {

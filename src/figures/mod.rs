@@ -1,4 +1,6 @@
-//! Every figure of the book, one function each, drawn with plotters into SVG.
+//! Every figure of the book, one function each, drawn with plotters into SVG; one file per
+//! chapter (1–2 position, 3 long context, 4 tokenizer, 5 MoE, 6 parameters, 7 optimisers,
+//! 9 the forward pass), each plotting what its chapter computes from the source's sections.
 //! `anatomy figures` (and `anatomy tour`) write them into `figures/`; notebooks show
 //! them inline with [`show`]. Text needs a registered font, so the DejaVu Sans face is
 //! compiled in: no system font is needed.
