@@ -16,6 +16,7 @@
 pub mod config;
 pub mod generate;
 pub mod kv_cache;
+pub mod lost_in_middle;
 pub mod model;
 pub mod weights;
 
