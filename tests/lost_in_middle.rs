@@ -239,3 +239,17 @@ fn bad_lost_in_middle_input_exits_2_with_a_reason() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("/no/such/model"));
 }
+
+#[test]
+fn the_claim_names_the_command() {
+    // ext.lost_in_middle stays needs-data (no checkpoint trained to answer ships with the
+    // repository), and its note says how to run the exercise on Qwen2.5-0.5B.
+    let c = llm_anatomy::claims::find("ext.lost_in_middle").unwrap();
+    assert_eq!(c.status, llm_anatomy::claims::Status::NeedsData);
+    assert!(
+        c.note.contains("anatomy lost-in-middle Qwen2.5-0.5B"),
+        "{}",
+        c.note
+    );
+    assert!(!c.note.contains("lands with the forward pass"));
+}
