@@ -17,7 +17,10 @@ enable_thinking=false, Qwen2 without the switch; or the plain "...\\nAnswer:" fo
 tokenises it with tiktoken, and lets transformers answer greedily (16 new tokens, stopping
 at the generation config's eos). Writes tests/fixtures/lost_in_middle/expected.json:
 per trial the prompt ids, the key sentence's first token index, the answer ids (eos
-dropped) and the smallest top-1/top-2 logit gap along the answer.
+dropped) and the smallest top-1/top-2 logit gap along the answer; and "fits": the largest
+filler word count whose prompts all stay within a token limit (the exercise's 10,000, and
+the bundled model's 1024 − 16), with the prompt and document lengths and the mean key
+position per placement of that run, as `anatomy lost-in-middle` reports them.
 """
 
 import json
@@ -82,6 +85,61 @@ def prompt_text(document, question, chat, model_type):
     return template.render(**kw)
 
 
+def prompts(enc, words, trials, chat, model_type):
+    """(placement, prompt ids, key token, document words) for every trial of a run."""
+    out = []
+    for placement in ["start", "middle", "end"]:
+        for k in range(trials):
+            document, question, _, key = build_trial(words, placement, k)
+            text = prompt_text(document, question, chat, model_type)
+            ids = enc.encode(text, allowed_special="all")
+            key_token = len(enc.encode(text[: text.index(key)], allowed_special="all"))
+            out.append((placement, ids, key_token, len(document.split())))
+    return out
+
+
+MIN_WORDS = 50
+
+
+def fit(enc, trials, chat, model_type, limit):
+    """The largest word count (bisection between MIN_WORDS and 2·limit) whose prompts all
+    have at most `limit` tokens."""
+    def fits(w):
+        return all(len(ids) <= limit for _, ids, _, _ in prompts(enc, w, trials, chat, model_type))
+
+    lo, hi = MIN_WORDS, 2 * limit
+    assert fits(lo) and not fits(hi)
+    while hi - lo > 1:
+        mid = lo + (hi - lo) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    run = prompts(enc, lo, trials, chat, model_type)
+    keys = {p: [kt for q, _, kt, _ in run if q == p] for p in ["start", "middle", "end"]}
+    return {
+        "model_type": model_type, "chat": chat, "limit": limit, "trials_per_placement": trials,
+        "words": lo,
+        "min_prompt_tokens": min(len(ids) for _, ids, _, _ in run),
+        "max_prompt_tokens": max(len(ids) for _, ids, _, _ in run),
+        "min_document_words": min(w for *_, w in run),
+        "max_document_words": max(w for *_, w in run),
+        "mean_key_token": {p: sum(v) / len(v) for p, v in keys.items()},
+    }
+
+
+def answer(model, ids, eos):
+    """transformers' greedy answer (eos dropped) and its smallest top-1/top-2 margin."""
+    with torch.no_grad():
+        x = torch.tensor([ids])
+        gen = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=MAX_NEW_TOKENS,
+                             do_sample=False, eos_token_id=eos, pad_token_id=0)[0, len(ids):].tolist()
+        full = model(torch.tensor([ids + gen])).logits[0]
+    steps = full[len(ids) - 1: len(ids) - 1 + len(gen)]
+    top2 = torch.topk(steps, 2, dim=-1).values
+    gap = float((top2[:, 0] - top2[:, 1]).min())
+    if gen and gen[-1] in eos:
+        gen = gen[:-1]
+    return gen, gap
+
+
 def main():
     enc = gt.tiktoken_encoding(gt.load_ranks(gt.VOCAB))
     out = {"words": WORDS, "max_new_tokens": MAX_NEW_TOKENS, "system": SYSTEM, "cases": [],
@@ -100,18 +158,8 @@ def main():
                     text = prompt_text(document, question, chat, model_type)
                     ids = enc.encode(text, allowed_special="all")
                     key_token = len(enc.encode(text[: text.index(key)], allowed_special="all"))
-                    with torch.no_grad():
-                        x = torch.tensor([ids])
-                        gen = model.generate(x, attention_mask=torch.ones_like(x),
-                                             max_new_tokens=MAX_NEW_TOKENS, do_sample=False,
-                                             eos_token_id=eos, pad_token_id=0)[0, len(ids):].tolist()
-                        full = model(torch.tensor([ids + gen])).logits[0]
-                    steps = full[len(ids) - 1: len(ids) - 1 + len(gen)]
-                    top2 = torch.topk(steps, 2, dim=-1).values
-                    gap = float((top2[:, 0] - top2[:, 1]).min())
+                    gen, gap = answer(model, ids, eos)
                     assert gap > 1e-3, f"{name} {placement} {k}: greedy margin {gap}"
-                    if gen and gen[-1] in eos:
-                        gen = gen[:-1]
                     out["cases"].append({
                         "model": name, "model_type": model_type, "chat": chat,
                         "placement": placement, "vault": k, "expected": code,
@@ -120,6 +168,25 @@ def main():
                     })
                     print(f"{name} chat={chat} {placement} {k}: {len(ids)} tokens, key at "
                           f"{key_token}, answer {enc.decode(gen)!r}, gap {gap:.1e}")
+    out["fits"] = [fit(enc, 5, True, "qwen3_moe", 1024 - MAX_NEW_TOKENS)]
+    for chat, model_type in [(True, "qwen2"), (True, "qwen3"), (False, "qwen2")]:
+        out["fits"].append(fit(enc, 5, chat, model_type, 10_000))
+    for f in out["fits"]:
+        print(f)
+    # The bundled model's default run (`anatomy lost-in-middle data/tiny-qwen3-moe`): every
+    # answer, as transformers gives it.
+    model = AutoModelForCausalLM.from_pretrained(MODELS["bundled"], dtype=torch.float32,
+                                                 attn_implementation="eager")
+    model.eval()
+    eos = [model.generation_config.eos_token_id]
+    default = out["fits"][0]
+    out["bundled_default_answers"] = []
+    for placement, ids, _, _ in prompts(enc, default["words"], 5, True, "qwen3_moe"):
+        gen, gap = answer(model, ids, eos)
+        assert gap > 1e-3, f"default run {placement}: greedy margin {gap}"
+        out["bundled_default_answers"].append({"placement": placement, "answer_ids": gen,
+                                               "answer": enc.decode(gen), "min_greedy_gap": gap})
+    print("default run:", [a["answer"] for a in out["bundled_default_answers"]][:3])
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "expected.json").write_text(json.dumps(out) + "\n")
 

@@ -86,8 +86,11 @@ pub struct PlacementScore {
 pub struct Report {
     pub model_type: String,
     pub max_position_embeddings: usize,
-    /// Filler words per document.
+    /// Filler words per document (at least; the filler ends on a whole sentence).
     pub words: usize,
+    /// Shortest and longest document, in words, key sentence included.
+    pub min_document_words: usize,
+    pub max_document_words: usize,
     /// The prompt length the documents were fitted to (when `words` was not given).
     pub target_prompt_tokens: Option<usize>,
     pub min_prompt_tokens: usize,
@@ -145,8 +148,9 @@ pub fn prompt(tok: &Tokenizer, trial: &Trial, chat: bool, model_type: &str) -> R
     })
 }
 
-/// Filler words per document such that every prompt of the run has at most `limit`
-/// tokens, as close to it as the sentence granularity allows.
+/// The largest number of filler words per document such that every prompt of the run has
+/// at most `limit` tokens (prompts grow with the words, so a bisection between
+/// [`MIN_WORDS`] and `2 · limit` words finds it; every word is at least one token).
 pub fn fit_words(
     tok: &Tokenizer,
     trials_per_placement: usize,
@@ -154,28 +158,32 @@ pub fn fit_words(
     model_type: &str,
     limit: usize,
 ) -> Result<usize> {
-    let longest = |words: usize| -> Result<usize> {
-        lost_in_middle::trials(words, trials_per_placement)
-            .iter()
-            .map(|t| prompt(tok, t, chat, model_type).map(|p| p.ids.len()))
-            .try_fold(0, |m, n| n.map(|n| m.max(n)))
+    let fits = |words: usize| -> Result<bool> {
+        for t in lost_in_middle::trials(words, trials_per_placement) {
+            if prompt(tok, &t, chat, model_type)?.ids.len() > limit {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     };
-    // Tokens grow linearly with words: one probe, a proportional guess, then shrink by 1%
-    // until every prompt fits.
-    let probe = (limit * 3 / 4).max(1);
-    let mut words = ((probe * limit) as f64 / longest(probe)? as f64) as usize;
-    for _ in 0..100 {
-        if words < MIN_WORDS {
-            break;
-        }
-        if longest(words)? <= limit {
-            return Ok(words);
-        }
-        words = words * 99 / 100;
+    let (mut lo, mut hi) = (MIN_WORDS, 2 * limit);
+    if !fits(lo)? {
+        return Err(Error::Invalid(format!(
+            "a context of {limit} tokens for the prompt is too short for a document of {MIN_WORDS} words (max_position_embeddings minus the answer's tokens)"
+        )));
     }
-    Err(Error::Invalid(format!(
-        "a context of {limit} tokens for the prompt is too short for a document of at least {MIN_WORDS} words (max_position_embeddings minus the answer's tokens)"
-    )))
+    if fits(hi)? {
+        return Ok(hi);
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid)? {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
 }
 
 /// Shortest document [`fit_words`] accepts.
@@ -222,6 +230,7 @@ pub fn run(
         .iter()
         .map(|t| prompt(tok, t, opts.chat, &c.model_type))
         .collect::<Result<Vec<_>>>()?;
+    let doc_words = trials.iter().map(|t| t.document.split_whitespace().count());
     let lengths = prompts.iter().map(|p| p.ids.len());
     let (shortest, longest) = (
         lengths.clone().min().unwrap_or(0),
@@ -277,6 +286,8 @@ pub fn run(
         model_type: c.model_type.clone(),
         max_position_embeddings: c.max_position_embeddings,
         words,
+        min_document_words: doc_words.clone().min().unwrap_or(0),
+        max_document_words: doc_words.max().unwrap_or(0),
         target_prompt_tokens: target,
         min_prompt_tokens: shortest,
         max_prompt_tokens: longest,
@@ -303,8 +314,9 @@ pub fn text_report(r: &Report) -> String {
     });
     let _ = writeln!(
         s,
-        "documents of {} words: prompts of {}–{} tokens{fitted}; {}, greedy answers of up to {} tokens, {} trials per placement",
-        r.words,
+        "documents of {}–{} words: prompts of {}–{} tokens{fitted}; {}, greedy answers of up to {} tokens, {} trials per placement",
+        r.min_document_words,
+        r.max_document_words,
         r.min_prompt_tokens,
         r.max_prompt_tokens,
         if r.chat {
