@@ -189,7 +189,6 @@ pub fn fit_words(
 /// Shortest document [`fit_words`] accepts.
 const MIN_WORDS: usize = 50;
 
-// ANCHOR: run
 /// Runs every trial through `model`: prompt → ids → greedy answer → scored. `progress`
 /// sees `(trials done, trials)`.
 pub fn run(
@@ -298,7 +297,6 @@ pub fn run(
         answers,
     })
 }
-// ANCHOR_END: run
 
 /// The report as a table: accuracy per placement, then every answer.
 pub fn text_report(r: &Report) -> String {
