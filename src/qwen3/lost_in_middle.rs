@@ -312,7 +312,7 @@ pub fn text_report(r: &Report) -> String {
     });
     let _ = writeln!(
         s,
-        "documents of {}–{} words: prompts of {}–{} tokens{fitted}; {}, greedy answers of up to {} tokens, {} trials per placement",
+        "documents of {}–{} words: prompts of {}–{} tokens{fitted}; {}, greedy answers of up to {} tokens; trials per placement: {}",
         r.min_document_words,
         r.max_document_words,
         r.min_prompt_tokens,
