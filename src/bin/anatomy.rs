@@ -176,6 +176,31 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// S1 exercise 2, lost in the middle: accuracy with the key sentence at the start,
+    /// middle and end of a long document, answered greedily by the model.
+    LostInMiddle {
+        /// config.json + safetensors (single file or sharded with an index).
+        model: PathBuf,
+        /// Tokenizer (tiktoken file or tokenizer.json); default MODEL/tokenizer.json, else
+        /// data/qwen.tiktoken.
+        #[arg(long)]
+        vocab: Option<PathBuf>,
+        /// Filler words per document (default: about 10,000 tokens, or as many as the
+        /// model's context holds).
+        #[arg(long)]
+        words: Option<usize>,
+        /// Vaults asked about at each placement.
+        #[arg(long, default_value_t = 5)]
+        trials: usize,
+        /// Plain "document, question, Answer:" prompt instead of the chat template (base models).
+        #[arg(long)]
+        plain: bool,
+        /// Longest answer, in tokens.
+        #[arg(long, default_value_t = 16)]
+        max_new_tokens: usize,
+        #[arg(long)]
+        json: bool,
+    },
     /// Memory bandwidth and FMA peak of this machine, then prefill and decode rates on a
     /// checkpoint and the fraction of each ceiling they reach.
     Bench {
@@ -464,6 +489,45 @@ fn run(command: Command) -> anyhow::Result<()> {
                         llm_anatomy::position::rope::wavelength(*f)
                     );
                 }
+            }
+        }
+        Command::LostInMiddle {
+            model,
+            vocab,
+            words,
+            trials,
+            plain,
+            max_new_tokens,
+            json,
+        } => {
+            let opts = qwen3::lost_in_middle::Options {
+                words,
+                trials_per_placement: trials,
+                chat: !plain,
+                max_new_tokens,
+            };
+            let tok = qwen3::lost_in_middle::tokenizer(&model, vocab.as_deref())?;
+            let bar = indicatif::ProgressBar::new(0).with_message("trials");
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} {elapsed}")
+                    .expect("static template"),
+            );
+            let report = with_model(&model, |m| {
+                Ok(qwen3::lost_in_middle::run(
+                    m,
+                    &tok,
+                    &opts,
+                    |done, total| {
+                        bar.set_length(total as u64);
+                        bar.set_position(done as u64);
+                    },
+                )?)
+            })?;
+            bar.finish_and_clear();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", qwen3::lost_in_middle::text_report(&report));
             }
         }
         Command::Bench {

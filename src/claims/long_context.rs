@@ -209,7 +209,7 @@ fn ext_lost_in_middle() -> Outcome {
             t.document.split_whitespace().count()
         ),
         status: Status::NeedsData,
-        note: "Needs a real model (Qwen2.5-0.5B) and a tokenizer: the harness (long_context::lost_in_middle) is tested with a stand-in reader; running it on a checkpoint lands with the forward pass.".into(),
+        note: "Needs a real model: with Qwen/Qwen2.5-0.5B-Instruct downloaded (config.json, model.safetensors, tokenizer.json), `anatomy lost-in-middle Qwen2.5-0.5B-Instruct` runs the harness through the tokenizer and forward pass (documents of about 10K tokens, 5 vaults per placement; `--plain` for the base Qwen2.5-0.5B). It runs on the bundled tiny model too (tests/lost_in_middle.rs checks its prompts and answers against transformers), but that model was never trained to answer, so the U-shape needs the real checkpoint.".into(),
     }
 }
 

@@ -1,12 +1,18 @@
 //! The "lost in the middle" experiment (source S1 §2 and exercise 2): hide one key
 //! sentence at the start, the middle or the end of a long filler document, ask for it,
 //! and score how often the answer contains it. Accuracy is highest at the ends and
-//! lowest in the middle for real models; measuring that needs a real checkpoint, so this
-//! module builds the prompts and scores the answers for any `generate` function, and
-//! the claim `ext.lost_in_middle` stays `needs-data`.
+//! lowest in the middle for real models. This module builds the documents and scores the
+//! answers for any `generate` function; `qwen3::lost_in_middle` (`anatomy lost-in-middle
+//! MODEL`) runs it through the tokenizer and the forward pass. The U-shape needs a
+//! checkpoint trained to answer (the exercise names Qwen2.5-0.5B), which the repository does
+//! not ship, so the claim `ext.lost_in_middle` stays `needs-data`.
+
+/// The document length S1's exercise asks for, in tokens.
+pub const DOCUMENT_TOKENS: usize = 10_000;
 
 /// Where the key sentence goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Placement {
     Start,
     Middle,
@@ -15,12 +21,25 @@ pub enum Placement {
 
 impl Placement {
     pub const ALL: [Placement; 3] = [Placement::Start, Placement::Middle, Placement::End];
+
+    /// `"start"`, `"middle"` or `"end"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Start => "start",
+            Placement::Middle => "middle",
+            Placement::End => "end",
+        }
+    }
 }
 
 /// One question: a document with the key sentence placed, the question and the answer.
 #[derive(Clone, Debug)]
 pub struct Trial {
     pub placement: Placement,
+    /// The vault number `k` the question asks about.
+    pub vault: usize,
+    /// The key sentence, as it appears in the document.
+    pub key: String,
     pub document: String,
     pub question: String,
     pub answer: String,
@@ -55,15 +74,47 @@ pub fn build_trial(words: usize, placement: Placement, k: usize) -> Trial {
         Placement::Middle => sentences.len() / 2,
         Placement::End => sentences.len(),
     };
-    sentences.insert(at, key);
+    sentences.insert(at, key.clone());
     Trial {
         placement,
+        vault: k,
+        key,
         document: sentences.join(" "),
         question: format!("What is the access code for vault {k}? Answer with the four digits."),
         answer: code,
     }
 }
 // ANCHOR_END: build
+
+/// The trials of one run: vaults `0 .. trials_per_placement` at the start, then the
+/// same vaults in the middle, then at the end.
+pub fn trials(words: usize, trials_per_placement: usize) -> Vec<Trial> {
+    Placement::ALL
+        .iter()
+        .flat_map(|&p| (0..trials_per_placement).map(move |k| build_trial(words, p, k)))
+        .collect()
+}
+
+impl Trial {
+    /// A reply is right when it contains the four digits.
+    pub fn is_answered_by(&self, reply: &str) -> bool {
+        reply.contains(&self.answer)
+    }
+}
+
+/// Accuracy at start, middle and end from `(placement, correct)` pairs (0 where a
+/// placement has no trial).
+pub fn accuracy(results: &[(Placement, bool)]) -> [(Placement, f64); 3] {
+    Placement::ALL.map(|placement| {
+        let (n, ok) = results
+            .iter()
+            .filter(|(p, _)| *p == placement)
+            .fold((0usize, 0usize), |(n, ok), (_, c)| {
+                (n + 1, ok + usize::from(*c))
+            });
+        (placement, ok as f64 / n.max(1) as f64)
+    })
+}
 
 /// Runs `trials_per_placement` trials at each placement through `generate(document,
 /// question) → answer` and returns the accuracy at start, middle and end.
@@ -75,18 +126,16 @@ pub fn accuracy_by_placement<F>(
 where
     F: FnMut(&str, &str) -> String,
 {
-    Placement::ALL.map(|placement| {
-        let correct = (0..trials_per_placement)
-            .filter(|&k| {
-                let t = build_trial(words, placement, k);
-                generate(&t.document, &t.question).contains(&t.answer)
-            })
-            .count();
-        (
-            placement,
-            correct as f64 / trials_per_placement.max(1) as f64,
-        )
-    })
+    let results: Vec<(Placement, bool)> = trials(words, trials_per_placement)
+        .iter()
+        .map(|t| {
+            (
+                t.placement,
+                t.is_answered_by(&generate(&t.document, &t.question)),
+            )
+        })
+        .collect();
+    accuracy(&results)
 }
 
 #[cfg(test)]
@@ -113,5 +162,28 @@ mod tests {
         };
         let acc = accuracy_by_placement(3000, 5, reader);
         assert_eq!(acc.map(|(_, a)| a), [1.0, 0.0, 1.0]);
+    }
+
+    #[test]
+    fn trials_come_in_placement_order_and_accuracy_counts_each() {
+        let t = trials(200, 2);
+        let order: Vec<(Placement, usize)> = t.iter().map(|t| (t.placement, t.vault)).collect();
+        use Placement::*;
+        assert_eq!(
+            order,
+            [
+                (Start, 0),
+                (Start, 1),
+                (Middle, 0),
+                (Middle, 1),
+                (End, 0),
+                (End, 1)
+            ]
+        );
+        assert!(t.iter().all(|t| t.document.contains(&t.key)));
+        assert!(t[0].is_answered_by(&format!("It is {}.", t[0].answer)));
+        assert!(!t[0].is_answered_by("I do not know."));
+        let acc = accuracy(&[(Start, true), (Start, false), (End, true)]);
+        assert_eq!(acc.map(|(_, a)| a), [0.5, 0.0, 1.0]);
     }
 }

@@ -1,4 +1,5 @@
-//! A Qwen3-MoE (or dense Qwen3) `config.json`, in either style found in the wild.
+//! A Qwen3-MoE, dense Qwen3 or Qwen2 / Qwen2.5 `config.json`, in either style found in the
+//! wild.
 //!
 //! Source S0 5.5.1 lists the fields of Qwen3-30B-A3B that change the computation; this
 //! module reads every one of them. Checkpoints saved by transformers 4.x (and the official
@@ -11,6 +12,14 @@
 //! flags fall back to the defaults of transformers' `Qwen3MoeConfig` / `Qwen3Config`
 //! classes — notably `norm_topk_prob = false` (the 30B-A3B checkpoint sets it true) and
 //! `head_dim = hidden_size / num_attention_heads` for Qwen3-MoE (Qwen3's class says 128).
+//!
+//! Qwen2 (`model_type: "qwen2"`, the Qwen2 and Qwen2.5 releases) is a variant of the same
+//! dense model, as transformers' `Qwen2ForCausalLM` builds it: q/k/v projections always carry
+//! biases and o_proj never does (there is no `attention_bias` field), there is no q/k
+//! RMSNorm, `head_dim` defaults to `hidden_size / num_attention_heads`, an absent
+//! `num_key_value_heads` means the class default 32 (`null` means all heads), and the
+//! sliding window (`use_sliding_window`, `sliding_window`, then `layer_types` or else
+//! `max_window_layers`: layers from that index on) follows the same rule as dense Qwen3.
 
 use crate::error::{Error, Result};
 use crate::json::Fields;
@@ -30,7 +39,7 @@ pub enum ConfigStyle {
 /// Every config field that changes the forward pass.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Qwen3Config {
-    /// `"qwen3_moe"` or `"qwen3"`.
+    /// `"qwen3_moe"`, `"qwen3"` or `"qwen2"`.
     pub model_type: String,
     pub style: ConfigStyle,
     pub vocab_size: usize,
@@ -45,8 +54,12 @@ pub struct Qwen3Config {
     pub max_position_embeddings: usize,
     pub rms_norm_eps: f32,
     pub tie_word_embeddings: bool,
-    /// q/k/v/o projections carry biases (false in every released Qwen3).
+    /// q/k/v projections carry biases (false in every released Qwen3; always true in Qwen2).
     pub attention_bias: bool,
+    /// o_proj carries a bias (Qwen3's `attention_bias`; never in Qwen2).
+    pub o_proj_bias: bool,
+    /// Every query and key head goes through an RMSNorm before RoPE (Qwen3; not Qwen2).
+    pub qk_norm: bool,
     /// RoPE base and scaling (YaRN etc.), parsed by the long-context chapter.
     pub rope: RopeConfig,
     /// 0 for a dense model.
@@ -96,18 +109,19 @@ impl Qwen3Config {
         let f = Fields::new(what, cfg);
         let has_experts = f.get("num_experts").is_some() || f.get("num_local_experts").is_some();
         let model_type = match f.opt_str("model_type")? {
-            Some(t @ ("qwen3_moe" | "qwen3")) => t.to_string(),
+            Some(t @ ("qwen3_moe" | "qwen3" | "qwen2")) => t.to_string(),
             Some(other) => {
                 return Err(Error::field(
                     what,
                     "model_type",
-                    format!("{other:?} is neither \"qwen3_moe\" nor \"qwen3\""),
+                    format!("{other:?} is not one of \"qwen3_moe\", \"qwen3\", \"qwen2\""),
                 ));
             }
             None if has_experts => "qwen3_moe".to_string(),
             None => "qwen3".to_string(),
         };
         let moe = model_type == "qwen3_moe";
+        let qwen2 = model_type == "qwen2";
         let style = if f.get("rope_parameters").is_some()
             || f.get("num_local_experts").is_some()
             || f.get("dtype").is_some()
@@ -121,9 +135,12 @@ impl Qwen3Config {
         let num_hidden_layers = req_usize(&f, "num_hidden_layers")?;
         let num_attention_heads = req_usize(&f, "num_attention_heads")?;
         let vocab_size = req_usize(&f, "vocab_size")?;
-        // Qwen3MoeConfig defaults to 4 KV heads, Qwen3Config to all heads.
+        // Qwen3MoeConfig defaults to 4 KV heads, Qwen3Config to all heads; Qwen2Config to 32
+        // when the key is absent and to all heads when it is `null`.
         let num_key_value_heads = f.opt_usize("num_key_value_heads")?.unwrap_or(if moe {
             4
+        } else if qwen2 && f.raw("num_key_value_heads").is_none() {
+            32
         } else {
             num_attention_heads
         });
@@ -136,7 +153,7 @@ impl Qwen3Config {
                 ),
             ));
         }
-        let head_dim = f.opt_usize("head_dim")?.unwrap_or(if moe {
+        let head_dim = f.opt_usize("head_dim")?.unwrap_or(if moe || qwen2 {
             hidden_size / num_attention_heads
         } else {
             128
@@ -170,8 +187,9 @@ impl Qwen3Config {
             ));
         }
 
-        // The MoE fields (an absent expert count means a dense model).
+        // The MoE fields (an absent expert count means a dense model; Qwen2 is always dense).
         let num_experts = match f.opt_usize("num_experts")? {
+            _ if qwen2 => 0,
             Some(n) => n,
             None => f.opt_usize("num_local_experts")?.unwrap_or(0),
         };
@@ -198,10 +216,14 @@ impl Qwen3Config {
         }
         let mlp_only_layers = f.index_list("mlp_only_layers")?;
 
-        // Sliding windows: Qwen3-MoE applies one to every layer when enabled; dense Qwen3
-        // picks layers by `layer_types` (or from `max_window_layers` on).
+        // Sliding windows: Qwen3-MoE applies one to every layer when enabled; dense Qwen3 and
+        // Qwen2 pick layers by `layer_types` (or from `max_window_layers` on). An absent
+        // `sliding_window` is the classes' 4096; `null` is none.
         let window = if f.opt_bool("use_sliding_window")?.unwrap_or(false) {
-            Some(f.opt_usize("sliding_window")?.unwrap_or(4096)).filter(|w| *w > 0)
+            match f.raw("sliding_window") {
+                Some(Value::Null) => None,
+                _ => Some(f.opt_usize("sliding_window")?.unwrap_or(4096)).filter(|w| *w > 0),
+            }
         } else {
             None
         };
@@ -259,7 +281,9 @@ impl Qwen3Config {
             max_position_embeddings,
             rms_norm_eps,
             tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
-            attention_bias: f.opt_bool("attention_bias")?.unwrap_or(false),
+            attention_bias: qwen2 || f.opt_bool("attention_bias")?.unwrap_or(false),
+            o_proj_bias: !qwen2 && f.opt_bool("attention_bias")?.unwrap_or(false),
+            qk_norm: !qwen2,
             rope,
             num_experts,
             num_experts_per_tok,

@@ -8,10 +8,15 @@
 //! chapter 3 and the router and experts of chapter 5 — no second copy of any of them. A
 //! [`kv_cache`] makes decoding one position per step; [`generate`](mod@generate) picks tokens greedily
 //! or by seeded temperature / top-p sampling. Logits equal transformers' to ~1e-6.
+//!
+//! The same engine runs dense Qwen3 and Qwen2 / Qwen2.5 (`model_type: "qwen2"`): Qwen2 is
+//! a variant of the config (q/k/v biases, no q/k norm; see [`config`]), not a second
+//! forward pass (tests/qwen2_transformers.rs checks it against `Qwen2ForCausalLM`).
 
 pub mod config;
 pub mod generate;
 pub mod kv_cache;
+pub mod lost_in_middle;
 pub mod model;
 pub mod weights;
 

@@ -3,6 +3,7 @@
 //! ```text
 //! ids → embed_tokens
 //!     → per layer:  x += o_proj · attention(RoPE(k_norm(k)), RoPE(q_norm(q)), v)   of RMSNorm(x)
+//!                   (Qwen2: q, k, v with biases and no q_norm / k_norm)
 //!                   x += MoE(RMSNorm(x))  or  MLP(RMSNorm(x))
 //!     → RMSNorm → lm_head → logits
 //! ```
@@ -262,7 +263,7 @@ impl<'a> Model<'a> {
         let scale = (d as f64).powf(-0.5) as f32;
 
         // q, k, v for the new positions (one batched matmul each, weights read once);
-        // then per-head RMSNorm and RoPE at each position.
+        // then per-head RMSNorm (Qwen3; Qwen2 has none) and RoPE at each position.
         a.q_proj.matmul(&s.xn, &mut s.q);
         a.k_proj.matmul(&s.xn, &mut s.k);
         a.v_proj.matmul(&s.xn, &mut s.v);
@@ -274,15 +275,14 @@ impl<'a> Model<'a> {
             add_bias(k, a.k_bias.as_deref());
             add_bias(v, a.v_bias.as_deref());
             let (cos, sin) = rope.row(past + t);
-            for head in q.chunks_exact_mut(d) {
-                s.head.copy_from_slice(head);
-                rmsnorm(&s.head, &a.q_norm, c.rms_norm_eps, head);
-                apply_rope(head, cos, sin);
-            }
-            for head in k.chunks_exact_mut(d) {
-                s.head.copy_from_slice(head);
-                rmsnorm(&s.head, &a.k_norm, c.rms_norm_eps, head);
-                apply_rope(head, cos, sin);
+            for (x, norm) in [(q, &a.q_norm), (&mut *k, &a.k_norm)] {
+                for head in x.chunks_exact_mut(d) {
+                    if let Some(w) = norm {
+                        s.head.copy_from_slice(head);
+                        rmsnorm(&s.head, w, c.rms_norm_eps, head);
+                    }
+                    apply_rope(head, cos, sin);
+                }
             }
             cache.write(l, past + t, k, v);
         }

@@ -1,7 +1,8 @@
 //! Maps a checkpoint's tensors onto the model, checking each against the config.
 //!
 //! Tensor names follow transformers' `Qwen3MoeForCausalLM` (`model.layers.{l}.self_attn.q_proj.weight`,
-//! ...). The experts of an MoE layer are stored in one of two layouts: per expert
+//! ...), which `Qwen3ForCausalLM` and `Qwen2ForCausalLM` share (Qwen2 has q/k/v biases and
+//! no `q_norm` / `k_norm`). The experts of an MoE layer are stored in one of two layouts: per expert
 //! (`mlp.experts.{e}.{gate,up,down}_proj.weight`, what the official checkpoints and
 //! transformers 5.x's `save_pretrained` write) or fused (`mlp.experts.gate_up_proj`
 //! `[E, 2I, H]` with the gate rows first, and `mlp.experts.down_proj` `[E, H, I]`, the
@@ -24,14 +25,16 @@ pub struct Attention<'a> {
     pub v_proj: Matrix<'a>,
     /// `[hidden, heads·head_dim]`
     pub o_proj: Matrix<'a>,
-    /// Biases, present when `attention_bias` is true.
+    /// Biases of q/k/v, present when `attention_bias` is true (always in Qwen2).
     pub q_bias: Option<Vec<f32>>,
     pub k_bias: Option<Vec<f32>>,
     pub v_bias: Option<Vec<f32>>,
+    /// o_proj's bias, present when `o_proj_bias` is true (Qwen3 with `attention_bias`).
     pub o_bias: Option<Vec<f32>>,
-    /// RMSNorm weights `[head_dim]` applied to every query / key head before RoPE.
-    pub q_norm: Vec<f32>,
-    pub k_norm: Vec<f32>,
+    /// RMSNorm weights `[head_dim]` applied to every query / key head before RoPE (Qwen3;
+    /// `None` for Qwen2, which has no q/k norm).
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
 }
 
 /// A layer's feed-forward block: a dense SwiGLU MLP or a routed mixture of experts.
@@ -142,24 +145,32 @@ impl<'a> Weights<'a> {
 
 fn load_attention<'a>(cfg: &Qwen3Config, ckpt: &'a Checkpoint, pre: &str) -> Result<Attention<'a>> {
     let (h, q, kv, d) = (cfg.hidden_size, cfg.q_dim(), cfg.kv_dim(), cfg.head_dim);
-    let bias = |name: &str, len: usize| -> Result<Option<Vec<f32>>> {
-        if cfg.attention_bias {
+    let bias = |present: bool, name: &str, len: usize| -> Result<Option<Vec<f32>>> {
+        if present {
             ckpt.vector(&format!("{pre}.{name}.bias"), len).map(Some)
         } else {
             Ok(None)
         }
     };
+    let norm = |name: &str| -> Result<Option<Vec<f32>>> {
+        if cfg.qk_norm {
+            ckpt.vector(&format!("{pre}.{name}.weight"), d).map(Some)
+        } else {
+            Ok(None)
+        }
+    };
+    let qkv = cfg.attention_bias;
     Ok(Attention {
         q_proj: ckpt.matrix(&format!("{pre}.q_proj.weight"), q, h)?,
         k_proj: ckpt.matrix(&format!("{pre}.k_proj.weight"), kv, h)?,
         v_proj: ckpt.matrix(&format!("{pre}.v_proj.weight"), kv, h)?,
         o_proj: ckpt.matrix(&format!("{pre}.o_proj.weight"), h, q)?,
-        q_bias: bias("q_proj", q)?,
-        k_bias: bias("k_proj", kv)?,
-        v_bias: bias("v_proj", kv)?,
-        o_bias: bias("o_proj", h)?,
-        q_norm: ckpt.vector(&format!("{pre}.q_norm.weight"), d)?,
-        k_norm: ckpt.vector(&format!("{pre}.k_norm.weight"), d)?,
+        q_bias: bias(qkv, "q_proj", q)?,
+        k_bias: bias(qkv, "k_proj", kv)?,
+        v_bias: bias(qkv, "v_proj", kv)?,
+        o_bias: bias(cfg.o_proj_bias, "o_proj", h)?,
+        q_norm: norm("q_norm")?,
+        k_norm: norm("k_norm")?,
     })
 }
 
