@@ -193,7 +193,11 @@ fn rope_no_parameters() {
     assert_eq!(c.status, Status::Reproduced, "{}", c.computed);
     assert_eq!(value("rope.no_parameters"), 0.0);
     // A learned absolute table for Qwen3-30B-A3B: 40,960 positions × 2,048.
-    assert!(c.computed.contains("would add 83,886,080"), "{}", c.computed);
+    assert!(
+        c.computed.contains("would add 83,886,080"),
+        "{}",
+        c.computed
+    );
 }
 
 #[test]

@@ -115,7 +115,10 @@ fn moe_expert_formula() {
             };
             let hidden: Vec<f64> = (0..i).map(|r| silu(row(&up, r)) * row(&gate, r)).collect();
             for (o, out_o) in out.iter_mut().enumerate() {
-                *out_o += p * (0..i).map(|r| down[e * h * i + o * i + r] * hidden[r]).sum::<f64>();
+                *out_o += p
+                    * (0..i)
+                        .map(|r| down[e * h * i + o * i + r] * hidden[r])
+                        .sum::<f64>();
             }
         }
         for (o, out_o) in out.iter().enumerate() {
@@ -225,7 +228,11 @@ fn moe_granularity() {
     assert_eq!(total, 603_979_776);
     assert_eq!(active, 18_874_368);
     // C(64, 2), C(128, 4), C(127, 3).
-    let (c2, c4, c3) = (64 * 63 / 2, 128 * 127 * 126 * 125 / 24u64, 127 * 126 * 125 / 6u64);
+    let (c2, c4, c3) = (
+        64 * 63 / 2,
+        128 * 127 * 126 * 125 / 24u64,
+        127 * 126 * 125 / 6u64,
+    );
     for sets in [c2, c4, c3] {
         assert!(
             c.computed.contains(&format!("{sets} expert sets")),
@@ -261,8 +268,16 @@ fn moe_scale_13b_671b() {
     let v = pinned("moe.scale_13b_671b", Status::Erratum);
     assert!((v - active as f64 / 1e9).abs() < 1e-12, "{v}");
     let c = claim("moe.scale_13b_671b");
-    assert!(c.computed.contains("13B active: mixtral-8x7b"), "{}", c.computed);
-    assert!(c.computed.contains("671B total: deepseek-v3"), "{}", c.computed);
+    assert!(
+        c.computed.contains("13B active: mixtral-8x7b"),
+        "{}",
+        c.computed
+    );
+    assert!(
+        c.computed.contains("671B total: deepseek-v3"),
+        "{}",
+        c.computed
+    );
 }
 
 #[test]
@@ -271,7 +286,11 @@ fn s1_exercise3() {
     assert_eq!(c.status, Status::NeedsData);
     assert!(c.note.contains("router-stats"), "{}", c.note);
     // The toy-model run that ships agrees with transformers' router everywhere.
-    assert!(c.computed.contains("at 100% of positions"), "{}", c.computed);
+    assert!(
+        c.computed.contains("at 100% of positions"),
+        "{}",
+        c.computed
+    );
 }
 
 #[test]
@@ -288,7 +307,10 @@ fn qwen3_attention_shapes() {
     // The bundled checkpoint: 2 layers × (2 norms + 4 projections + q/k norms + router +
     // 8 experts × 3) = 2 × 33 layer tensors, all agreeing.
     assert!(
-        c.computed.contains(&format!("{} layer tensors agree", 2 * (2 + 4 + 2 + 1 + 8 * 3))),
+        c.computed.contains(&format!(
+            "{} layer tensors agree",
+            2 * (2 + 4 + 2 + 1 + 8 * 3)
+        )),
         "{}",
         c.computed
     );

@@ -27,7 +27,11 @@ fn opt_clip() {
     let norm = [128usize, 16, 64]
         .iter()
         .enumerate()
-        .flat_map(|(i, &n)| random_tokens(1, n, 40 + i as u64).into_raw_vec_and_offset().0)
+        .flat_map(|(i, &n)| {
+            random_tokens(1, n, 40 + i as u64)
+                .into_raw_vec_and_offset()
+                .0
+        })
         .map(|x| f64::from(x).powi(2))
         .sum::<f64>()
         .sqrt();
@@ -172,7 +176,8 @@ fn chat_budget_placement() {
         .collect();
     let close = 3 + early.iter().position(|&t| t == 151_668).unwrap();
     assert!(
-        c.computed.contains(&format!("its </think> is token {close}")),
+        c.computed
+            .contains(&format!("its </think> is token {close}")),
         "{}",
         c.computed
     );

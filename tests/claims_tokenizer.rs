@@ -114,7 +114,11 @@ fn tok_vocab_sizes() {
     assert_eq!(pinned("tok.vocab_sizes", Status::NeedsData), 399.0);
     let c = claim("tok.vocab_sizes");
     // The shipped Qwen3 config: 151,936 rows − 151,665 ids.
-    assert!(c.computed.contains("151936 rows (271 to spare)"), "{}", c.computed);
+    assert!(
+        c.computed.contains("151936 rows (271 to spare)"),
+        "{}",
+        c.computed
+    );
     assert!(c.note.contains("anatomy params"), "{}", c.note);
     assert!(c.computed.contains("545.0 M"), "{}", c.computed); // 152,064 × 3,584 = 544,997,376
     assert!(c.computed.contains("579.1 M"), "{}", c.computed); // 201,088 × 2,880 = 579,133,440

@@ -175,7 +175,7 @@ fn ext_ntk_example() -> Outcome {
             4096.0 * s
         ),
         s > 1.0 && (back / to - 1.0).abs() < 1e-12,
-        "The example is a valid NTK-aware step: 10⁴ → 5·10⁵ is s ≈ 46.9 at d = 128 (the text gives the base, not s), i.e. a 4K model read at ≈ 192K.",
+        "The example is a valid NTK-aware step: 10⁴ → 5·10⁵ is s ≈ 47 at d = 128 (the text gives the base, not s), i.e. a 4K model read at ≈ 193K.",
     )
 }
 
@@ -255,12 +255,26 @@ fn ext_deepseek_theta() -> Outcome {
     let cfg: serde_json::Value = serde_json::from_str(DEEPSEEK_V3_CONFIG).expect("bundled config");
     let rc = match scaling::RopeConfig::from_model_config(&cfg, "deepseek-v3.json") {
         Ok(rc) => rc,
-        Err(e) => return outcome(f64::NAN, format!("reading the config failed: {e}"), false, "The computation itself failed."),
+        Err(e) => {
+            return outcome(
+                f64::NAN,
+                format!("reading the config failed: {e}"),
+                false,
+                "The computation itself failed.",
+            );
+        }
     };
     let plain = rope::inv_freq(rc.rotary_dim(), rc.theta);
     let scaled = match rc.init(None) {
         Ok(i) => i.inv_freq,
-        Err(e) => return outcome(f64::NAN, format!("YaRN init failed: {e}"), false, "The computation itself failed."),
+        Err(e) => {
+            return outcome(
+                f64::NAN,
+                format!("YaRN init failed: {e}"),
+                false,
+                "The computation itself failed.",
+            );
+        }
     };
     let (before, after) = (
         rope::wavelength(*plain.last().unwrap_or(&1.0)),
@@ -362,7 +376,12 @@ fn ext_yarn_adopters() -> Outcome {
     // The statement needs both families on YaRN; the Qwen3 half decides it already.
     outcome(
         yarn as f64,
-        format!("{} of {} released Qwen3 configs use YaRN ({})", yarn, rows.len(), rows.join("; ")),
+        format!(
+            "{} of {} released Qwen3 configs use YaRN ({})",
+            yarn,
+            rows.len(),
+            rows.join("; ")
+        ),
         !rows.is_empty() && yarn == rows.len(),
         "Not as released: Qwen3's config.json ships plain RoPE (rope_scaling null, θ = 10⁶, 40,960 positions); YaRN is an opt-in a user writes into the config for longer inputs. The Llama 3.1 half needs its config.json, which the project does not bundle.",
     )

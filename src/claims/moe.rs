@@ -1,10 +1,10 @@
 //! Claims of chapter 5: Mixture of Experts (S0 5.4, S1 §3).
 
 use super::{Entry, Outcome, Status, max_abs_diff, outcome};
+use crate::kernels::Matrix;
 use crate::moe::balance::{self, Balancing, SimConfig};
 use crate::moe::layer::{OwnedMoe, moe_with_shared};
 use crate::moe::router::{route, route_topk_softmax};
-use crate::kernels::Matrix;
 use crate::moe::{Expert, block_sparse, expert_parallel, hand_trace, moe_bucketed, moe_naive};
 use crate::params::{self, group};
 
@@ -333,10 +333,18 @@ fn moe_expert_formula() -> Outcome {
         }
     };
     let Some(case) = fx["cases"].as_array().and_then(|c| {
-        c.iter()
-            .find(|c| c["name"].as_str().is_some_and(|n| n.starts_with("qwen3_moe")))
+        c.iter().find(|c| {
+            c["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("qwen3_moe"))
+        })
     }) else {
-        return outcome(f64::NAN, "no qwen3_moe case in the fixture".into(), false, "The computation itself failed.");
+        return outcome(
+            f64::NAN,
+            "no qwen3_moe case in the fixture".into(),
+            false,
+            "The computation itself failed.",
+        );
     };
     let dim = |k: &str| case[k].as_u64().unwrap_or(0) as usize;
     let (h, i, e, k) = (
@@ -354,7 +362,12 @@ fn moe_expert_formula() -> Outcome {
     );
     let (x, want) = (floats(&case["x"]), floats(&case["y"]));
     if [gate.len(), up.len(), down.len()] != [e * i * h; 3] || router.len() != e * h {
-        return outcome(f64::NAN, "fixture shapes disagree".into(), false, "The computation itself failed.");
+        return outcome(
+            f64::NAN,
+            "fixture shapes disagree".into(),
+            false,
+            "The computation itself failed.",
+        );
     }
     // silu_on: which of the checkpoint's projections goes through SiLU.
     let run = |silu_on_gate: bool| {
@@ -427,7 +440,9 @@ fn moe_granularity() -> Outcome {
     );
     let x = super::seeded_vec(h, 64);
     let half = |m: &[f32], lo: usize| -> Vec<f32> {
-        (0..h).flat_map(|r| m[r * w + lo..r * w + lo + w / 2].to_vec()).collect()
+        (0..h)
+            .flat_map(|r| m[r * w + lo..r * w + lo + w / 2].to_vec())
+            .collect()
     };
     let (d0, d1) = (half(&dn, 0), half(&dn, w / 2));
     let expert = |g: &'_ [f32], u: &'_ [f32], dn: &'_ [f32], rows: usize| {
@@ -512,7 +527,11 @@ fn moe_scale_13b_671b() -> Outcome {
         let r = params::count(&c);
         let (total, active) = (billions(r.total).round(), billions(r.active).round());
         if active == 13.0 {
-            cost_13.push(format!("{name} ({:.2}B active of {:.1}B)", billions(r.active), billions(r.total)));
+            cost_13.push(format!(
+                "{name} ({:.2}B active of {:.1}B)",
+                billions(r.active),
+                billions(r.total)
+            ));
         }
         if total == 671.0 {
             capacity_671.push(format!("{name} ({:.2}B total)", billions(r.total)));

@@ -295,7 +295,15 @@ fn rope_no_parameters() -> Outcome {
             source,
         })?;
         let learned = raw["max_position_embeddings"].as_u64().unwrap_or(0) * big.hidden_size;
-        Ok((names.len(), in_ckpt, stored, counted, listed.len(), in_list, learned))
+        Ok((
+            names.len(),
+            in_ckpt,
+            stored,
+            counted,
+            listed.len(),
+            in_list,
+            learned,
+        ))
     };
     match run() {
         Ok((n_tensors, in_ckpt, stored, counted, listed, in_list, learned)) => outcome(

@@ -409,7 +409,11 @@ fn qwen3_attention_shapes() -> Outcome {
             stored(&k),
             stored(&o),
             bad.len(),
-            if bad.is_empty() { String::new() } else { format!(" ({})", bad.join("; ")) }
+            if bad.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", bad.join("; "))
+            }
         ),
         text_ok && same > 0 && bad.is_empty(),
         "Reproduced in the text's x·W convention: 4 KV heads × 128 = 512 columns for W_K and W_V, 32 × 128 = 4096 rows into W_O; a checkpoint stores the transposes ([512, 2048] and [2048, 4096]), as the tensor list does — which matches the bundled transformers-written checkpoint tensor for tensor.",
