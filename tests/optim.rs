@@ -520,7 +520,11 @@ fn chapter7_book_numbers() {
         t(vec![0.0, 7.0, 8.0]),
     ];
     assert_eq!(total_norm(&grads, 0.0), 2.0);
-    // §7.3: the demo's measured numbers as the chapter prints them.
+    // §7.3: the demo's measured numbers as the chapter prints them. These are REGRESSION
+    // PINS, not derivations: the losses, best learning rates and crossing steps come from
+    // running the demo's training loops, which nothing else computes; they were copied from
+    // its output and hold the book's prose to what the code does now. A deliberate change
+    // to the demo updates them and the chapter together.
     let (long, short) = demo::book_runs();
     let fin = |r: &demo::DemoResult, k| {
         let s = r.sweep(k);

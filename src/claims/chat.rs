@@ -146,7 +146,44 @@ fn chat_budget() -> Outcome {
             answer
         ),
         ok,
-        "Reproduced as a generation loop: the text goes into the model's own output stream, inside the think block it closes, once N tokens are spent; 5.7.3 says it is put in the system prompt, where it would be an instruction the model may ignore, not a cut-off.",
+        "Reproduced as a generation loop: once N thinking tokens are spent the text goes into the model's own output stream, inside the think block, which its </think> closes, and the model continues with the answer. Where 5.7.3 puts the text (the system prompt) is chat.budget_placement.",
+    )
+}
+
+/// S0 5.7.3 injects the early-stop text "在系统提示中" (into the system prompt). Rendered
+/// there by Qwen3's template: does the prompt depend on the budget N, and where does its
+/// `</think>` land relative to the think block the model opens?
+fn chat_budget_placement() -> Outcome {
+    let tok = match Tokenizer::qwen() {
+        Ok(t) => t,
+        Err(e) => return failed("loading data/qwen.tiktoken", e),
+    };
+    let opts = ChatOptions {
+        add_generation_prompt: true,
+        enable_thinking: None,
+    };
+    let msgs = [
+        Message::new("system", EARLY_STOP_TEXT),
+        Message::new("user", "What is 6 × 7?"),
+    ];
+    let p = match render(&msgs, &[], &opts).and_then(|text| tok.encode(&text)) {
+        Ok(p) => p,
+        Err(e) => return failed("rendering the system-prompt placement", e),
+    };
+    let close = p.iter().position(|&t| t == QWEN3_THINK_END);
+    let im_start = 151_644u32;
+    let turn = p.iter().rposition(|&t| t == im_start);
+    let (close, turn) = (close.unwrap_or(usize::MAX), turn.unwrap_or(0));
+    // A cut-off has to close the think block the model opens after the assistant header.
+    outcome(
+        close as f64 - turn as f64,
+        format!(
+            "rendered in the system prompt ({} tokens): its </think> is token {close}, {} tokens before the assistant turn opens (token {turn}), so it closes no think block the model writes; the loop (chat.budget) puts it at output token 1 + N",
+            p.len(),
+            turn.saturating_sub(close)
+        ),
+        close > turn,
+        "In the system prompt the text is an instruction the model may follow or not: nothing there counts tokens or depends on N, and its </think> comes before the assistant turn, outside the think block it would have to close. Qwen3's budget works by appending the text to the model's own output once N thinking tokens are spent (chat.budget).",
     )
 }
 
@@ -168,8 +205,15 @@ pub const ENTRIES: &[Entry] = &[
     Entry {
         id: "chat.budget",
         section: "S0 5.7.3",
-        statement: "when the thinking budget is spent, the early-stop text is injected and generation continues with the answer",
+        statement: "when the thinking budget is spent, the early-stop text is injected and generation continues with the answer (the behaviour; where 5.7.3 injects it is chat.budget_placement)",
         stated: "behaviour",
         compute: chat_budget,
+    },
+    Entry {
+        id: "chat.budget_placement",
+        section: "S0 5.7.3",
+        statement: "the early-stop text is injected into the system prompt",
+        stated: "in the system prompt",
+        compute: chat_budget_placement,
     },
 ];

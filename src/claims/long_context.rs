@@ -14,30 +14,56 @@ const DEEPSEEK_V3_CONFIG: &str = include_str!("../../data/configs/deepseek-v3.js
 
 // ---------------------------------------------------------------- long context (S0 5.2, S1 §2)
 
-fn ext_direct_ood() -> Outcome {
-    let f = rope::inv_freq(D, BASE);
-    let planes = scaling::ood_planes(&f, 4096, 5000);
-    let ood: Vec<usize> = planes
+/// The planes that meet angles never seen in training when a model trained on
+/// `train` tokens reads `infer` (d = 128, base 10⁴).
+fn unseen_planes(train: usize, infer: usize) -> (Vec<scaling::PlaneRange>, Vec<usize>) {
+    let planes = scaling::ood_planes(&rope::inv_freq(D, BASE), train, infer);
+    let ood = planes
         .iter()
         .filter(|p| p.out_of_distribution())
         .map(|p| p.plane)
         .collect();
+    (planes, ood)
+}
+
+fn ext_direct_ood() -> Outcome {
+    let (planes, ood) = unseen_planes(4096, 5000);
     let first = ood.first().copied().unwrap_or(0);
     let p = &planes[D / 2 - 1];
-    // S1 answers "which planes?" with the high-frequency ones: true only if plane 0 is out.
-    let high_frequency_break = ood.contains(&0);
-    Outcome {
-        value: Some(ood.len() as f64),
-        computed: format!(
+    // S0's statement: past L_train the rotation angles leave the trained range.
+    outcome(
+        ood.len() as f64,
+        format!(
             "trained 4096, read 5000: planes {first}…{} ({} of 64, the slowest) meet unseen angles; plane 0 stays in range; slowest: seen {:.3} rad, needed {:.3} rad",
             D / 2 - 1,
             ood.len(),
             p.seen,
             p.needed
         ),
-        status: if high_frequency_break { Status::Reproduced } else { Status::Erratum },
-        note: "S0 is right that angles leave the trained range, but S1's 'the high-frequency components get scrambled' is backwards: the fast planes have swept every angle in training; only planes whose wavelength exceeds L_train (the low-frequency ones) meet new angles.".into(),
-    }
+        !ood.is_empty(),
+        "Reproduced: position 5000 gives angles outside the trained range — but only on the planes whose wavelength exceeds L_train (the slow ones); the fast planes swept every angle in training. Whether attention then collapses is train.direct_extrapolation; S1's version (high-frequency planes) is ext.s1_4k_32k.",
+    )
+}
+
+/// S1 §1: "训练时最长 4K，推理直接喂 32K，高频分量的位置表示就乱了".
+fn ext_s1_4k_32k() -> Outcome {
+    let (planes, ood) = unseen_planes(4096, 32_768);
+    let first = ood.first().copied().unwrap_or(0);
+    let fastest_turns = (4096.0 - 1.0) * planes[0].theta / (2.0 * std::f64::consts::PI);
+    let p = &planes[D / 2 - 1];
+    // S1 names the high-frequency planes: true only if the fastest plane is among them.
+    outcome(
+        ood.len() as f64,
+        format!(
+            "trained 4096, read 32768: planes {first}…{} ({} of 64, all with wavelength > 4095) meet unseen angles; plane 0 turned {fastest_turns:.0} times in training and sees nothing new; slowest: seen {:.3} rad, needed {:.3} rad",
+            D / 2 - 1,
+            ood.len(),
+            p.seen,
+            p.needed
+        ),
+        ood.contains(&0),
+        "Backwards: the fast (high-frequency) planes have swept every angle within the trained length; only planes whose wavelength exceeds L_train (the low-frequency ones) meet new angles — the same planes at 32K as at 5000, just further out. S1's own table has it right for NTK (高频少缩、低频多缩).",
+    )
 }
 
 fn ext_pi() -> Outcome {
@@ -95,15 +121,62 @@ fn ext_ntk_base() -> Outcome {
     let (old, new) = (rope::inv_freq(D, BASE), rope::inv_freq(D, new_base));
     let slow_ratio = old[D / 2 - 1] / new[D / 2 - 1];
     let fast_ratio = old[0] / new[0];
-    // The text's example 10000 → 500000 corresponds to s = 50^((d−2)/d).
-    let s_example = 50f64.powf((D as f64 - 2.0) / D as f64);
     outcome(
         slow_ratio,
         format!(
-            "s = 8: base' = {new_base:.0}; slowest plane ÷{slow_ratio:.6}, fastest ÷{fast_ratio}; 10⁴ → 5·10⁵ is s ≈ {s_example:.1}"
+            "s = 8: base' = {new_base:.0}; slowest plane ÷{slow_ratio:.6}, fastest ÷{fast_ratio}"
         ),
         (slow_ratio - s).abs() < 1e-9 && fast_ratio == 1.0,
-        "The exponent d/(d−2) is exactly what makes the slowest plane interpolate by s while the fastest keeps its speed.",
+        "The formula as stated: the exponent d/(d−2) makes the slowest plane interpolate by exactly s while the fastest keeps its speed. What that does to the planes between — and that it contradicts the text's sentence about them — is ext.ntk_direction.",
+    )
+}
+
+/// Per plane, how much NTK-aware scaling slows it: `θ_i / θ'_i = s^{2i/(d−2)}`.
+fn ntk_slowdown(s: f64) -> Vec<f64> {
+    let new_base = scaling::ntk_base(BASE, s, D);
+    rope::inv_freq(D, BASE)
+        .iter()
+        .zip(rope::inv_freq(D, new_base))
+        .map(|(o, n)| o / n)
+        .collect()
+}
+
+/// S0 5.2.3: "低频维度变化不大，高频维度得到适当降速".
+fn ext_ntk_direction() -> Outcome {
+    let s = 8.0;
+    let f = ntk_slowdown(s);
+    let (fast, slow) = (f[0], f[D / 2 - 1]);
+    let shown: Vec<String> = [0, 16, 32, 48, D / 2 - 1]
+        .iter()
+        .map(|&i| format!("plane {i} ÷{:.3}", f[i]))
+        .collect();
+    // The sentence: high-frequency planes slowed, low-frequency ones left nearly alone.
+    outcome(
+        slow / fast,
+        format!(
+            "s = 8: {}; the slowest plane is slowed {:.3}× as much as the fastest",
+            shown.join(", "),
+            slow / fast
+        ),
+        fast > slow,
+        "Backwards: base' = base·s^(d/(d−2)) leaves the fastest plane exactly as it was (θ₀ = 1 for every base) and slows plane i by s^(2i/(d−2)), up to s for the slowest — the low-frequency planes change most, the high-frequency ones least. That is what keeps near-range resolution (the sentence's conclusion is right); it also means the base change does not lower 'all' frequencies as the paragraph's first sentence says.",
+    )
+}
+
+/// S0 5.2.3's example 10000 → 500000: the scale s it corresponds to at d = 128.
+fn ext_ntk_example() -> Outcome {
+    let (from, to) = (BASE, 500_000.0);
+    let s = (to / from).powf((D as f64 - 2.0) / D as f64);
+    let back = scaling::ntk_base(from, s, D);
+    outcome(
+        s,
+        format!(
+            "base'/base = {} ⇒ s = 50^(126/128) = {s:.3}; ntk_base(10⁴, s) = {back:.3}; a 4,096-token model would stretch to {:.0}",
+            to / from,
+            4096.0 * s
+        ),
+        s > 1.0 && (back / to - 1.0).abs() < 1e-12,
+        "The example is a valid NTK-aware step: 10⁴ → 5·10⁵ is s ≈ 47 at d = 128 (the text gives the base, not s), i.e. a 4K model read at ≈ 193K.",
     )
 }
 
@@ -178,6 +251,143 @@ fn ext_qwen3_theta() -> Outcome {
     )
 }
 
+/// DeepSeek-V3's shipped config: rope_theta and its YaRN step.
+fn ext_deepseek_theta() -> Outcome {
+    let cfg: serde_json::Value = serde_json::from_str(DEEPSEEK_V3_CONFIG).expect("bundled config");
+    let rc = match scaling::RopeConfig::from_model_config(&cfg, "deepseek-v3.json") {
+        Ok(rc) => rc,
+        Err(e) => {
+            return outcome(
+                f64::NAN,
+                format!("reading the config failed: {e}"),
+                false,
+                "The computation itself failed.",
+            );
+        }
+    };
+    let plain = rope::inv_freq(rc.rotary_dim(), rc.theta);
+    let scaled = match rc.init(None) {
+        Ok(i) => i.inv_freq,
+        Err(e) => {
+            return outcome(
+                f64::NAN,
+                format!("YaRN init failed: {e}"),
+                false,
+                "The computation itself failed.",
+            );
+        }
+    };
+    let (before, after) = (
+        rope::wavelength(*plain.last().unwrap_or(&1.0)),
+        rope::wavelength(*scaled.last().unwrap_or(&1.0)),
+    );
+    let factor = match &rc.scaling {
+        scaling::RopeScaling::Yarn(y) => y.factor,
+        _ => 0.0,
+    };
+    outcome(
+        rc.theta,
+        format!(
+            "rope_theta {} with YaRN ×{factor} over {} rotary dims (qk_rope_head_dim); slowest plane's period {before:.0} → {after:.0} tokens",
+            rc.theta,
+            rc.rotary_dim()
+        ),
+        rc.theta == 10_000.0 && factor == 40.0,
+        "Read from the shipped config: DeepSeek-V3 keeps the classic base 10⁴ on its 64 rotary dimensions and reaches 163,840 positions through YaRN alone, unlike Qwen3's θ = 10⁶.",
+    )
+}
+
+/// S1 §2: sliding-window attention relays information layer by layer. The reach after L
+/// layers, found by walking the crate's sliding-window mask backwards from the last query.
+fn sliding_reach(window: usize, layers: usize) -> usize {
+    let mask = attention::Mask::SlidingWindow(window);
+    let last = layers * window + 1; // a query far enough out that position 0 is not hit
+    let mut earliest = last;
+    for _ in 0..layers {
+        // The earliest key any reachable query can attend to.
+        let q = earliest;
+        while earliest > 0 && mask.allows(q, earliest - 1) {
+            earliest -= 1;
+        }
+    }
+    last - earliest + 1
+}
+
+fn ext_sliding_reach() -> Outcome {
+    let w = 4096;
+    let small: Vec<usize> = (1..=4).map(|l| sliding_reach(4, l)).collect();
+    let reach = sliding_reach(w, 32);
+    let all_within = (1..=64).all(|l| {
+        let r = sliding_reach(w, l);
+        r <= l * w && l * w - r < l
+    });
+    outcome(
+        reach as f64,
+        format!(
+            "window 4 for 1…4 layers: reach {small:?} tokens; window 4096 after 32 layers: {reach} tokens (32 × 4096 = {}); L·(W−1)+1 for every L ≤ 64",
+            32 * w
+        ),
+        all_within,
+        "Each layer lets a token see W − 1 positions further back through the token it attends to, so the reach after L layers is L·(W−1)+1 ≈ L × W — a bound on what can flow, not what does: the information has to be relayed through intermediate tokens at every layer.",
+    )
+}
+
+/// S1 "三者合观": the sequence axis scales 4K → 1M.
+fn ext_scale_4k_1m() -> Outcome {
+    let (k4, m1) = (4u64 << 10, 1u64 << 20);
+    let ratio = m1 / k4;
+    let decimal = 1e6 / 4e3;
+    let entries = memory::attention_matrix_entries(m1) / memory::attention_matrix_entries(k4);
+    outcome(
+        ratio as f64,
+        format!(
+            "2²⁰ / 2¹² = {ratio} ({decimal} with decimal K and M); the attention matrix grows {entries}×, a KV cache {ratio}×"
+        ),
+        ratio == 256,
+        "256× in tokens with binary K/M (250× in decimal); the O(n²) attention matrix grows 65,536×, which is why the chapter's long-context methods never form it.",
+    )
+}
+
+/// S1 §2's table: "YaRN … Qwen/LLaMA 系采用", against the released configs that ship.
+fn ext_yarn_adopters() -> Outcome {
+    let mut rows = Vec::new();
+    let mut yarn = 0usize;
+    for name in ["qwen3-30b-a3b", "qwen3-32b"] {
+        let Some((_, text)) = crate::params::BUNDLED.iter().find(|(n, _)| *n == name) else {
+            continue;
+        };
+        let Ok(cfg) = serde_json::from_str::<serde_json::Value>(text) else {
+            continue;
+        };
+        let Ok(rc) = scaling::RopeConfig::from_model_config(&cfg, name) else {
+            continue;
+        };
+        let kind = match rc.scaling {
+            scaling::RopeScaling::Default => "plain RoPE",
+            scaling::RopeScaling::Yarn(_) => "YaRN",
+            _ => "another scaling",
+        };
+        yarn += usize::from(kind == "YaRN");
+        rows.push(format!(
+            "{name}: {kind}, θ = {}, {} positions",
+            rc.theta,
+            rc.max_position_embeddings.unwrap_or(0)
+        ));
+    }
+    // The statement needs both families on YaRN; the Qwen3 half decides it already.
+    outcome(
+        yarn as f64,
+        format!(
+            "{} of {} released Qwen3 configs use YaRN ({})",
+            yarn,
+            rows.len(),
+            rows.join("; ")
+        ),
+        !rows.is_empty() && yarn == rows.len(),
+        "Not as released: Qwen3's config.json ships plain RoPE (rope_scaling null, θ = 10⁶, 40,960 positions); YaRN is an opt-in a user writes into the config for longer inputs. The Llama 3.1 half needs its config.json, which the project does not bundle.",
+    )
+}
+
 fn ext_attention_matrix_memory() -> Outcome {
     let (dec, bin) = (128_000u64, 131_072u64);
     let (e_dec, e_bin) = (
@@ -241,7 +451,7 @@ pub const ENTRIES: &[Entry] = &[
     Entry {
         id: "ext.direct_ood",
         section: "S0 5.2.1",
-        statement: "positions beyond L_train give rotation angles never seen in training",
+        statement: "positions beyond L_train (4096 → 5000) give rotation angles never seen in training",
         stated: "qualitative",
         compute: ext_direct_ood,
     },
@@ -307,5 +517,54 @@ pub const ENTRIES: &[Entry] = &[
         statement: "tiled attention with online softmax equals naive attention with O(n) extra memory",
         stated: "exact up to rounding",
         compute: ext_flash_equiv,
+    },
+    Entry {
+        id: "ext.ntk_direction",
+        section: "S0 5.2.3",
+        statement: "under NTK-aware scaling \"低频维度变化不大，高频维度得到适当降速\": which planes does base·s^{d/(d−2)} slow down, and by how much?",
+        stated: "high-frequency planes slowed, low-frequency ones nearly unchanged",
+        compute: ext_ntk_direction,
+    },
+    Entry {
+        id: "ext.ntk_example",
+        section: "S0 5.2.3",
+        statement: "the example 10000 → 500000: the scale s it corresponds to at d = 128",
+        stated: "s from the formula",
+        compute: ext_ntk_example,
+    },
+    Entry {
+        id: "ext.s1_4k_32k",
+        section: "S1 §1",
+        statement: "trained at 4K, fed 32K: which planes meet unseen angles",
+        stated: "the high-frequency ones",
+        compute: ext_s1_4k_32k,
+    },
+    Entry {
+        id: "ext.deepseek_theta",
+        section: "S0 5.2.4",
+        statement: "DeepSeek-V3's rope_theta with YaRN factor 40 (the shipped config)",
+        stated: "10000",
+        compute: ext_deepseek_theta,
+    },
+    Entry {
+        id: "ext.sliding_reach",
+        section: "S1 §2",
+        statement: "sliding-window attention (4K per layer) passes information layer by layer: the receptive field after L layers",
+        stated: "L × window",
+        compute: ext_sliding_reach,
+    },
+    Entry {
+        id: "ext.scale_4k_1m",
+        section: "S1 三者合观",
+        statement: "the sequence axis scales 4K → 1M",
+        stated: "256×",
+        compute: ext_scale_4k_1m,
+    },
+    Entry {
+        id: "ext.yarn_adopters",
+        section: "S1 §2",
+        statement: "YaRN is what the Qwen and LLaMA families use: the rope type of the released configs",
+        stated: "YaRN for both",
+        compute: ext_yarn_adopters,
     },
 ];

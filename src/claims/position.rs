@@ -146,13 +146,23 @@ fn rope_clock_mid() -> Outcome {
     )
 }
 
+/// The slowest plane of d = 128, `θ₆₃ = base^(−(d−2)/d)`: the plane `rope.clock.slow`,
+/// `rope.slowest_quarter_turn` and `rope.slowest_half_turn` all talk about.
+fn slowest_theta(base: f64) -> f64 {
+    rope::inv_freq(D, base)[D / 2 - 1]
+}
+
 fn rope_clock_slow() -> Outcome {
     let (theta, wl) = clock(D / 2 - 1, BASE);
+    let stated = 2.0 * PI * BASE;
     outcome(
         wl,
-        format!("θ₆₃ = {theta:.4e}, wavelength {wl:.0} tokens"),
-        (wl - 2.0 * PI * BASE).abs() < 1.0,
-        "The slowest plane has θ = base^(−(d−2)/d) = 1.155e-4, not 1/base, so its period is ≈ 54,410 tokens; 2π·base ≈ 62,832 is only the d → ∞ limit.",
+        format!(
+            "θ₆₃ = {theta:.4e} = {:.3}/base, wavelength {wl:.0} tokens (2π·base = {stated:.0})",
+            theta * BASE
+        ),
+        (wl - stated).abs() < 1.0,
+        "The slowest plane of d = 128 has θ = base^(−(d−2)/d) = 1.155e-4 — 1/base only to one significant figure — so its period is ≈ 54,410 tokens, not 62,832; 2π·base is the d → ∞ limit. rope.slowest_quarter_turn and rope.slowest_half_turn are the same plane.",
     )
 }
 
@@ -166,30 +176,29 @@ fn rope_clock_slow_qwen3() -> Outcome {
     )
 }
 
+/// Tokens for the slowest plane of d = 128 to turn by `angle`, and what θ = 1/base (the
+/// text's approximation) would give.
 fn turn_tokens(angle: f64) -> (f64, f64) {
-    // The claim fixes θ = 1/base; the real slowest plane of d = 128 is beside it.
-    let stated_theta = 1.0 / BASE;
-    let real_theta = rope::inv_freq(D, BASE)[D / 2 - 1];
-    (angle / stated_theta, angle / real_theta)
+    (angle / slowest_theta(BASE), angle * BASE)
 }
 
 fn rope_slowest_quarter_turn() -> Outcome {
-    let (tokens, real) = turn_tokens(PI / 2.0);
+    let (tokens, approx) = turn_tokens(PI / 2.0);
     outcome(
         tokens,
-        format!("{tokens:.2} tokens at θ = 1/base ({real:.0} for the real slowest plane θ₆₃)"),
+        format!("θ₆₃ turns π/2 in {tokens:.0} tokens; θ = 1/base would take {approx:.2}"),
         (tokens - 15_707.0).abs() < 1.0,
-        "Reproduced for θ = 1/base (the text truncates 15,707.96); d = 128's actual slowest plane gets there in ≈ 13,600 tokens.",
+        "The same plane as rope.clock.slow: (π/2)·base = 15,707.96 is right for θ = 1/base, but the slowest plane of d = 128 has θ₆₃ = base^(−126/128) = 1.155e-4 and reaches π/2 after ≈ 13,602 tokens.",
     )
 }
 
 fn rope_slowest_half_turn() -> Outcome {
-    let (tokens, real) = turn_tokens(PI);
+    let (tokens, approx) = turn_tokens(PI);
     outcome(
         tokens,
-        format!("{tokens:.2} tokens at θ = 1/base ({real:.0} for θ₆₃)"),
+        format!("θ₆₃ turns π in {tokens:.0} tokens; θ = 1/base would take {approx:.2}"),
         (tokens - 31_415.0).abs() < 1.0,
-        "Reproduced for θ = 1/base (31,415.93, truncated); the real slowest plane of d = 128 needs ≈ 27,205.",
+        "The same plane as rope.clock.slow: π·base = 31,415.93 holds for θ = 1/base, but d = 128's slowest plane (θ₆₃ = 1.155e-4) turns by π after ≈ 27,205 tokens.",
     )
 }
 
@@ -228,6 +237,92 @@ fn rope_sinusoidal() -> Outcome {
         worst < 1e-12 && bounded,
         "PE(pos, 2i) = sin(pos/10000^(2i/d)), PE(pos, 2i+1) = cos(…); a shift is a fixed rotation, yet the vector is added to the content, so the model still sees absolute positions.",
     )
+}
+
+/// S0 5.1.7's two interference analogies, added term by term.
+fn rope_analogy_sums() -> Outcome {
+    let near = [1.0f64, 0.99, 0.98, 0.95];
+    let far = [0.5f64, -0.6, -0.8, 0.9];
+    let (sn, sf): (f64, f64) = (near.iter().sum(), far.iter().sum());
+    // Four planes of a real RoPE (d = 8, base 10⁴) at τ = 1, for scale.
+    let real = decay::decay_sum(8, BASE, 1.0);
+    outcome(
+        sn,
+        format!(
+            "1 + 0.99 + 0.98 + 0.95 = {sn:.2}; 0.5 − 0.6 − 0.8 + 0.9 = {:.2} ({sf:.0e} in f64); four real planes (d = 8) at τ = 1 sum to {real:.2}",
+            sf.abs()
+        ),
+        sn.round() == 4.0 && sf.abs() < 0.05,
+        "Both sums are as stated (3.92 rounds to 4; the second is 0 exactly in decimal). They are illustrations, not values of one RoPE: four cosines can sum to at most 4, and a real 4-plane RoPE (θ = 1, 0.1, 0.01, 0.001) gives 3.54 already at τ = 1.",
+    )
+}
+
+/// S1 interview Q1 ②: RoPE has nothing to learn. Every tensor of the bundled checkpoint
+/// (written by transformers' save_pretrained) and every tensor the published Qwen3-30B-A3B
+/// config implies, checked for position parameters; the stored total against the count.
+fn rope_no_parameters() -> Outcome {
+    let positional = |name: &str| {
+        ["rotary", "inv_freq", "rope", "position", "wpe"]
+            .iter()
+            .any(|p| name.contains(p))
+    };
+    let run = || -> crate::Result<(usize, usize, u64, u64, usize, usize, u64)> {
+        let dir = crate::qwen3::bundled_dir();
+        let ckpt = crate::checkpoint::Checkpoint::open(&dir)?;
+        let names = ckpt.names();
+        let in_ckpt = names.iter().filter(|n| positional(n)).count();
+        let mut stored = 0u64;
+        for n in &names {
+            stored += ckpt.info(n)?.shape.iter().product::<usize>() as u64;
+        }
+        let cfg = crate::error::read_json(&dir.join("config.json"))?;
+        let tiny = crate::params::ModelConfig::from_json(&cfg, "data/tiny-qwen3-moe/config.json")?;
+        let counted = crate::params::count(&tiny).total;
+        let big = crate::params::bundled("qwen3-30b-a3b")?;
+        let listed: Vec<crate::params::ParamTensor> = (0..big.num_hidden_layers)
+            .flat_map(|l| crate::params::layer_tensors(&big, l))
+            .collect();
+        let in_list = listed.iter().filter(|t| positional(&t.name)).count();
+        let raw: serde_json::Value = serde_json::from_str(
+            crate::params::BUNDLED
+                .iter()
+                .find(|(n, _)| *n == "qwen3-30b-a3b")
+                .map(|(_, t)| *t)
+                .unwrap_or("{}"),
+        )
+        .map_err(|source| crate::Error::Json {
+            what: "data/configs/qwen3-30b-a3b.json".into(),
+            source,
+        })?;
+        let learned = raw["max_position_embeddings"].as_u64().unwrap_or(0) * big.hidden_size;
+        Ok((
+            names.len(),
+            in_ckpt,
+            stored,
+            counted,
+            listed.len(),
+            in_list,
+            learned,
+        ))
+    };
+    match run() {
+        Ok((n_tensors, in_ckpt, stored, counted, listed, in_list, learned)) => outcome(
+            (in_ckpt + in_list) as f64,
+            format!(
+                "bundled checkpoint: {n_tensors} tensors, {in_ckpt} for positions; {stored} stored parameters = {counted} counted without any: {}; Qwen3-30B-A3B: {in_list} of {listed} layer tensors for positions; a learned absolute table of its 40,960 × 2,048 would add {}",
+                stored == counted,
+                crate::params::group(learned)
+            ),
+            in_ckpt == 0 && in_list == 0 && stored == counted,
+            "Reproduced: RoPE's angles come from rope_theta and the position alone (transformers keeps inv_freq as a non-persistent buffer, so no checkpoint stores it), and every stored parameter is accounted for by a count that has no position term.",
+        ),
+        Err(e) => outcome(
+            f64::NAN,
+            format!("reading the bundled checkpoint failed: {e}"),
+            false,
+            "The computation itself failed; see the message.",
+        ),
+    }
 }
 
 pub const ENTRIES: &[Entry] = &[
@@ -297,14 +392,14 @@ pub const ENTRIES: &[Entry] = &[
     Entry {
         id: "rope.slowest_quarter_turn",
         section: "S0 5.1.7",
-        statement: "tokens for θ = 1/base to rotate π/2",
+        statement: "tokens for the slowest plane (θ_min ≈ 1/base) to rotate π/2",
         stated: "≈ 15,707",
         compute: rope_slowest_quarter_turn,
     },
     Entry {
         id: "rope.slowest_half_turn",
         section: "S0 5.1.7",
-        statement: "tokens for θ = 1/base to rotate π",
+        statement: "tokens for the slowest plane (θ_min ≈ 1/base) to rotate π",
         stated: "≈ 31,415",
         compute: rope_slowest_half_turn,
     },
@@ -321,5 +416,19 @@ pub const ENTRIES: &[Entry] = &[
         statement: "sinusoidal absolute encoding PE(pos)",
         stated: "formula",
         compute: rope_sinusoidal,
+    },
+    Entry {
+        id: "rope.analogy_sums",
+        section: "S0 5.1.7",
+        statement: "the interference analogies: 1 + 0.99 + 0.98 + 0.95 ≈ 4 and 0.5 − 0.6 − 0.8 + 0.9 ≈ 0",
+        stated: "≈ 4, ≈ 0",
+        compute: rope_analogy_sums,
+    },
+    Entry {
+        id: "rope.no_parameters",
+        section: "S1 interview Q1",
+        statement: "RoPE adds no learned parameters",
+        stated: "0 parameters",
+        compute: rope_no_parameters,
     },
 ];

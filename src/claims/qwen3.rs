@@ -313,6 +313,113 @@ fn qwen3_config_table() -> Outcome {
     )
 }
 
+/// A [`params::ParamTensor`] name with an expert range (`mlp.experts.{0..7}.up_proj.weight`)
+/// expanded into one name per expert.
+fn expand(name: &str) -> Vec<String> {
+    let (Some(open), Some(close)) = (name.find('{'), name.find('}')) else {
+        return vec![name.to_string()];
+    };
+    let range = &name[open + 1..close];
+    let Some((lo, hi)) = range.split_once("..") else {
+        return vec![name.to_string()];
+    };
+    let (Ok(lo), Ok(hi)) = (lo.parse::<u64>(), hi.parse::<u64>()) else {
+        return vec![name.to_string()];
+    };
+    (lo..=hi)
+        .map(|e| format!("{}{e}{}", &name[..open], &name[close + 1..]))
+        .collect()
+}
+
+/// params' tensor list for a config against the tensors a real checkpoint holds: the
+/// number of layer tensors that agree in name and shape, and the disagreements.
+fn tensors_against_checkpoint(
+    c: &params::ModelConfig,
+    ckpt: &crate::checkpoint::Checkpoint,
+) -> (usize, Vec<String>) {
+    let mut listed = std::collections::BTreeSet::new();
+    let (mut same, mut bad) = (0usize, Vec::new());
+    for l in 0..c.num_hidden_layers {
+        for t in params::layer_tensors(c, l) {
+            for name in expand(&t.name) {
+                let full = format!("model.layers.{l}.{name}");
+                let want: Vec<usize> = t.shape.iter().map(|&d| d as usize).collect();
+                match ckpt.info(&full) {
+                    Ok(info) if info.shape == want => same += 1,
+                    Ok(info) => bad.push(format!("{full}: {:?} ≠ {want:?}", info.shape)),
+                    Err(_) => bad.push(format!("{full}: missing")),
+                }
+                listed.insert(full);
+            }
+        }
+    }
+    for n in ckpt.names() {
+        if n.starts_with("model.layers.") && !listed.contains(n) {
+            bad.push(format!("{n}: not in the list"));
+        }
+    }
+    (same, bad)
+}
+
+/// S0 5.5.2: W_K, W_V 2048 × 512 and W_O 4096 × 2048.
+fn qwen3_attention_shapes() -> Outcome {
+    let (c, _) = a3b();
+    let layer = params::layer_tensors(&c, 0);
+    // The text writes x·W ([in, out]); a checkpoint stores nn.Linear weights [out, in].
+    let as_text = |name: &str| {
+        layer
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.shape.iter().rev().copied().collect::<Vec<u64>>())
+            .unwrap_or_default()
+    };
+    let (q, k, v, o) = (
+        as_text("self_attn.q_proj.weight"),
+        as_text("self_attn.k_proj.weight"),
+        as_text("self_attn.v_proj.weight"),
+        as_text("self_attn.o_proj.weight"),
+    );
+    let text_ok = q == [2048, 4096] && k == [2048, 512] && v == [2048, 512] && o == [4096, 2048];
+    // The list's layout against a real checkpoint: the bundled tiny model, written by
+    // transformers' save_pretrained.
+    let check = || -> crate::Result<(usize, Vec<String>)> {
+        let dir = crate::qwen3::bundled_dir();
+        let ckpt = crate::checkpoint::Checkpoint::open(&dir)?;
+        let cfg = crate::error::read_json(&dir.join("config.json"))?;
+        let tiny = params::ModelConfig::from_json(&cfg, "data/tiny-qwen3-moe/config.json")?;
+        Ok(tensors_against_checkpoint(&tiny, &ckpt))
+    };
+    let (same, bad) = check().unwrap_or_else(|e| (0, vec![e.to_string()]));
+    let fmt = |s: &[u64]| format!("{} × {}", s.first().unwrap_or(&0), s.last().unwrap_or(&0));
+    let stored = |s: &[u64]| {
+        s.iter()
+            .rev()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    outcome(
+        k.last().copied().unwrap_or(0) as f64,
+        format!(
+            "Qwen3-30B-A3B (x·W): W_Q {}, W_K {}, W_V {}, W_O {}; stored [out, in]: k_proj/v_proj [{}], o_proj [{}]; the same list for the bundled checkpoint: {same} layer tensors agree in name and shape, {} do not{}",
+            fmt(&q),
+            fmt(&k),
+            fmt(&v),
+            fmt(&o),
+            stored(&k),
+            stored(&o),
+            bad.len(),
+            if bad.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", bad.join("; "))
+            }
+        ),
+        text_ok && same > 0 && bad.is_empty(),
+        "Reproduced in the text's x·W convention: 4 KV heads × 128 = 512 columns for W_K and W_V, 32 × 128 = 4096 rows into W_O; a checkpoint stores the transposes ([512, 2048] and [2048, 4096]), as the tensor list does — which matches the bundled transformers-written checkpoint tensor for tensor.",
+    )
+}
+
 pub const ENTRIES: &[Entry] = &[
     Entry {
         id: "qwen3.config_table",
@@ -404,5 +511,12 @@ pub const ENTRIES: &[Entry] = &[
         statement: "the text's formula omits q_norm/k_norm and RMSNorm weights: how much does the exact count differ?",
         stated: "compute",
         compute: qwen3_param_formula_note,
+    },
+    Entry {
+        id: "qwen3.attention_shapes",
+        section: "S0 5.5.2",
+        statement: "W_K, W_V 2048 × 512 and W_O 4096 × 2048 (checked against the checkpoint's tensor shapes)",
+        stated: "shapes",
+        compute: qwen3_attention_shapes,
     },
 ];

@@ -14,8 +14,9 @@
 //!   `L/high_freq_factor`.
 //! * LongRoPE: per-plane factors (short or long set, chosen by the sequence length).
 //!
-//! Claims backed: `ext.pi`, `ext.pi_resolution`, `ext.ntk_base`, `ext.yarn_bands`,
-//! `ext.direct_ood`, `ext.deepseek_v3`.
+//! Claims backed: `ext.pi`, `ext.pi_resolution`, `ext.ntk_base`, `ext.ntk_direction`,
+//! `ext.ntk_example`, `ext.yarn_bands`, `ext.direct_ood`, `ext.s1_4k_32k`, `ext.deepseek_v3`,
+//! `ext.deepseek_theta`, `ext.yarn_adopters`.
 
 use crate::error::{Error, Result};
 use crate::json::Fields;

@@ -12,7 +12,7 @@
 //!
 //! Claims backed here: `moe.topk_softmax`, `moe.expert_formula`, `moe.bucketed_equiv`,
 //! `moe.shared_expert`, `moe.block_sparse`, `moe.hand_trace`, `moe.balance`,
-//! `moe.ep_example`.
+//! `moe.ep_example`, `moe.granularity` (an expert is the sum of its halves).
 
 pub mod balance;
 pub mod block_sparse;

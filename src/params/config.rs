@@ -198,6 +198,16 @@ impl ModelConfig {
             Family::DeepseekV2 | Family::DeepseekV3 => Some("n_routed_experts"),
             _ => None,
         };
+        // transformers 5.x's save_pretrained writes a Qwen3-MoE config's expert count as
+        // `num_local_experts` (the bundled tiny checkpoint's config.json does).
+        let local_only = family == Family::Qwen3Moe
+            && r.opt_u64("num_experts")?.is_none()
+            && r.opt_u64("num_local_experts")?.is_some();
+        let experts_field = if local_only {
+            Some("num_local_experts")
+        } else {
+            experts_field
+        };
         let moe = match experts_field {
             None => None,
             Some(field) => {

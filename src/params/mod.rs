@@ -20,7 +20,8 @@
 //! DeepSeek's "671B" excludes it); it is reported separately as `mtp` and `total_with_mtp`.
 //!
 //! Claims backed here: `qwen3.*`, `moe.equiv_width`, `moe.flops`, `moe.deepseek_v3_params`,
-//! `moe.mixtral_params`, `moe.estimate_exercise`.
+//! `moe.mixtral_params`, `moe.estimate_exercise`, `moe.granularity`, `moe.deepseek_layers`,
+//! `moe.scale_13b_671b`, `rope.no_parameters` (no tensor for positions).
 
 pub mod config;
 pub mod report;
