@@ -300,7 +300,7 @@ fn ext_deepseek_theta() -> Outcome {
 /// S1 §2: sliding-window attention relays information layer by layer. The reach after L
 /// layers, found by walking the crate's sliding-window mask backwards from the last query.
 fn sliding_reach(window: usize, layers: usize) -> usize {
-    let mask = attention::Mask::SlidingWindow(window);
+    let mask = Mask::SlidingWindow(window);
     let last = layers * window + 1; // a query far enough out that position 0 is not hit
     let mut earliest = last;
     for _ in 0..layers {
