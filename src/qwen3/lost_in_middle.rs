@@ -150,7 +150,7 @@ pub fn prompt(tok: &Tokenizer, trial: &Trial, chat: bool, model_type: &str) -> R
 
 /// The largest number of filler words per document such that every prompt of the run has
 /// at most `limit` tokens (prompts grow with the words, so a bisection between
-/// [`MIN_WORDS`] and `2 · limit` words finds it; every word is at least one token).
+/// `MIN_WORDS` and `2 · limit` words finds it; every word is at least one token).
 pub fn fit_words(
     tok: &Tokenizer,
     trials_per_placement: usize,
