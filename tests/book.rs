@@ -188,11 +188,11 @@ fn every_anchor_in_src_is_included_by_a_page() {
             let text = fs::read_to_string(&path).expect("readable source");
             let canonical = path.canonicalize().expect("canonical path");
             for (i, line) in text.lines().enumerate() {
-                if let Some(anchor) = line.trim().strip_prefix("// ANCHOR: ") {
-                    if !included.contains(&(canonical.clone(), anchor.trim().to_string())) {
-                        let rel = path.strip_prefix(root).unwrap().display().to_string();
-                        orphans.push(format!("{rel}:{}: ANCHOR: {anchor}", i + 1));
-                    }
+                if let Some(anchor) = line.trim().strip_prefix("// ANCHOR: ")
+                    && !included.contains(&(canonical.clone(), anchor.trim().to_string()))
+                {
+                    let rel = path.strip_prefix(root).unwrap().display().to_string();
+                    orphans.push(format!("{rel}:{}: ANCHOR: {anchor}", i + 1));
                 }
             }
         }
