@@ -69,10 +69,18 @@ pub const JSON_INT: Limit = Limit {
     reason: "JSON integers above 2^53 are not exact in most readers (RFC 7493)",
 };
 
-/// Entries of a list of integers in a config (`mlp_only_layers`, `eos_token_id`, ...).
+/// Entries of a list in a config (`mlp_only_layers`, `eos_token_id`, LongRoPE's factors
+/// — one per rotary plane, so half the largest head dimension).
 pub const LIST_LEN: Limit = Limit {
-    max: 1 << 16,
-    reason: "config lists hold layer indices or token ids, a few hundred at most",
+    max: 1 << 15,
+    reason: "config lists hold layer indices, token ids or one factor per rotary plane",
+};
+
+/// Parameters of a model (`anatomy params`): its bytes in f32 and its FLOPs per token must
+/// fit the report's 64-bit integers.
+pub const PARAMETERS: Limit = Limit {
+    max: u64::MAX / 8,
+    reason: "the report's byte and FLOP counts are 64-bit; the largest models have about 2e12",
 };
 
 /// Ids in a command-line id list (`--ids 0-4294967295` would be 16 GB).

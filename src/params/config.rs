@@ -269,7 +269,7 @@ impl ModelConfig {
         };
         // Mixtral and OLMoE have no dense layer, so their intermediate_size is the experts'.
         let intermediate_size = positive(&r, "intermediate_size")?;
-        Ok(ModelConfig {
+        let config = ModelConfig {
             family,
             vocab_size: positive(&r, "vocab_size")?,
             hidden_size,
@@ -291,7 +291,9 @@ impl ModelConfig {
             } else {
                 0
             },
-        })
+        };
+        super::check_counts_fit(&config, what)?;
+        Ok(config)
     }
 }
 
