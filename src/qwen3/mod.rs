@@ -10,6 +10,7 @@
 //! or by seeded temperature / top-p sampling. Logits equal transformers' to ~1e-6.
 
 pub mod config;
+pub mod finite;
 pub mod generate;
 pub mod kv_cache;
 pub mod model;
