@@ -116,6 +116,12 @@ pub fn run(dir: &Path, opts: &BenchOptions) -> Result<BenchReport> {
             "bench: --prompt-len, --gen, --threads and --reps must be at least 1".into(),
         ));
     }
+    crate::limits::check(
+        "bench",
+        "--threads",
+        opts.threads as u128,
+        crate::limits::THREADS,
+    )?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(opts.threads)
         .build()
@@ -137,6 +143,9 @@ fn run_in_pool(dir: &Path, opts: &BenchOptions) -> Result<BenchReport> {
     let model = Model::new(config, &ckpt)?;
     let c = &model.config;
     let work = work(&model, opts.prompt_len);
+    // The session first: a prompt past the context is refused before it is built.
+    let capacity = opts.prompt_len.saturating_add(opts.gen_tokens);
+    let mut session = model.session(capacity)?;
 
     // A fixed pseudo-random prompt (the rates do not depend on which ids).
     let mut state = 0x2545_f491_4f6c_dd1du64;
@@ -152,7 +161,6 @@ fn run_in_pool(dir: &Path, opts: &BenchOptions) -> Result<BenchReport> {
     // Each repetition: the session's cache emptied (its buffers kept), the prompt in one
     // prefill call, then greedy decode steps; the medians are reported (every rep's rate
     // is in the JSON too).
-    let mut session = model.session(opts.prompt_len + opts.gen_tokens)?;
     let (mut prefill_runs, mut decode_runs) = (Vec::new(), Vec::new());
     for _ in 0..opts.reps {
         session.cache.clear();

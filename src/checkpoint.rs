@@ -11,6 +11,14 @@
 //! read. Weights are handed out as [`Matrix`] views in their stored dtype (F32, BF16, F16):
 //! nothing is widened to f32 wholesale; the kernels widen row by row.
 
+mod dtype;
+mod index;
+mod strict;
+
+pub use dtype::Dtype;
+pub use index::parse_index;
+use index::read_index;
+
 use crate::error::{CheckpointProblem, Error, Result};
 use crate::kernels::{Matrix, WeightData};
 use half::{bf16, f16};
@@ -19,87 +27,6 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-
-/// A tensor element type as safetensors names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dtype {
-    Bool,
-    U8,
-    I8,
-    F8E4M3,
-    F8E5M2,
-    I16,
-    U16,
-    F16,
-    BF16,
-    I32,
-    U32,
-    F32,
-    I64,
-    U64,
-    F64,
-}
-
-impl Dtype {
-    /// The dtype of a safetensors header string (`"BF16"`, `"F32"`, ...).
-    pub fn parse(s: &str) -> Option<Dtype> {
-        Some(match s {
-            "BOOL" => Dtype::Bool,
-            "U8" => Dtype::U8,
-            "I8" => Dtype::I8,
-            "F8_E4M3" => Dtype::F8E4M3,
-            "F8_E5M2" => Dtype::F8E5M2,
-            "I16" => Dtype::I16,
-            "U16" => Dtype::U16,
-            "F16" => Dtype::F16,
-            "BF16" => Dtype::BF16,
-            "I32" => Dtype::I32,
-            "U32" => Dtype::U32,
-            "F32" => Dtype::F32,
-            "I64" => Dtype::I64,
-            "U64" => Dtype::U64,
-            "F64" => Dtype::F64,
-            _ => return None,
-        })
-    }
-
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        match self {
-            Dtype::Bool | Dtype::U8 | Dtype::I8 | Dtype::F8E4M3 | Dtype::F8E5M2 => 1,
-            Dtype::I16 | Dtype::U16 | Dtype::F16 | Dtype::BF16 => 2,
-            Dtype::I32 | Dtype::U32 | Dtype::F32 => 4,
-            Dtype::I64 | Dtype::U64 | Dtype::F64 => 8,
-        }
-    }
-
-    /// The safetensors name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Dtype::Bool => "BOOL",
-            Dtype::U8 => "U8",
-            Dtype::I8 => "I8",
-            Dtype::F8E4M3 => "F8_E4M3",
-            Dtype::F8E5M2 => "F8_E5M2",
-            Dtype::I16 => "I16",
-            Dtype::U16 => "U16",
-            Dtype::F16 => "F16",
-            Dtype::BF16 => "BF16",
-            Dtype::I32 => "I32",
-            Dtype::U32 => "U32",
-            Dtype::F32 => "F32",
-            Dtype::I64 => "I64",
-            Dtype::U64 => "U64",
-            Dtype::F64 => "F64",
-        }
-    }
-}
-
-impl std::fmt::Display for Dtype {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// What the header says about one tensor.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -159,9 +86,14 @@ fn file_error(file: &Path, problem: CheckpointProblem) -> Error {
 
 /// A problem with one tensor of a file.
 fn tensor_error(file: &Path, tensor: &str, problem: CheckpointProblem) -> Error {
+    // A name of a megabyte makes a message of a megabyte: cut it.
+    let tensor = match tensor.char_indices().nth(crate::error::EXCERPT_CHARS * 2) {
+        None => tensor.to_string(),
+        Some((cut, _)) => format!("{}… ({} bytes)", &tensor[..cut], tensor.len()),
+    };
     Error::Checkpoint {
         file: file.to_path_buf(),
-        tensor: Some(tensor.to_string()),
+        tensor: Some(tensor),
         problem,
     }
 }
@@ -199,16 +131,19 @@ impl Checkpoint {
         }
         let single = dir.join("model.safetensors");
         let index = dir.join("model.safetensors.index.json");
-        let (files, weight_map) = if single.is_file() {
+        // A name that is there in any form (a directory, a dangling link) is the file
+        // meant, and opening it says what is wrong with it.
+        let present = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+        let (files, weight_map) = if present(&single) {
             (vec![single], None)
-        } else if index.is_file() {
+        } else if present(&index) {
             let (files, map) = read_index(&index)?;
             (files, Some(map))
         } else {
             let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
                 .map_err(|e| io(dir, e))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "safetensors") && p.is_file())
+                .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
                 .collect();
             files.sort();
             if files.is_empty() {
@@ -266,15 +201,11 @@ impl Checkpoint {
     }
 
     fn add_file(&mut self, path: &Path) -> Result<()> {
-        let file = std::fs::File::open(path).map_err(|e| io(path, e))?;
+        // A regular file only: a FIFO, device or directory is refused by name.
+        let file = crate::error::open_regular(path)?;
         let len = file.metadata().map_err(|e| io(path, e))?.len();
         if len < 8 {
-            return Err(file_error(
-                path,
-                CheckpointProblem::Truncated(format!(
-                    "{len} bytes: too short for a safetensors file (an 8-byte header length comes first)"
-                )),
-            ));
+            return Err(too_short(path, len));
         }
         // SAFETY: `Mmap::map` is unsafe because the mapped bytes may change (or the pages
         // vanish, if the file is truncated) when another process writes the file while it
@@ -289,7 +220,7 @@ impl Checkpoint {
         // touches an expert (chapter 10); the pages are still the file's, not a second
         // copy. A larger file is mapped lazily, as before.
         let mut opts = memmap2::MmapOptions::new();
-        if len.saturating_mul(2) <= mem_available_bytes().unwrap_or(0) {
+        if len.saturating_mul(2) <= crate::limits::mem_available_bytes().unwrap_or(0) {
             opts.populate();
         }
         let map = unsafe { opts.map(&file) }.map_err(|e| io(path, e))?;
@@ -325,50 +256,36 @@ impl Checkpoint {
 }
 // ANCHOR_END: open
 
-/// Reads `model.safetensors.index.json`: the distinct shard files (in order of first
-/// appearance) and the tensor → file map.
-fn read_index(index: &Path) -> Result<(Vec<PathBuf>, BTreeMap<String, PathBuf>)> {
-    let json = crate::error::read_json(index)?;
-    let map = json
-        .get("weight_map")
-        .and_then(Value::as_object)
-        .ok_or_else(|| malformed(index, "no `weight_map` object"))?;
-    let dir = index.parent().unwrap_or(Path::new("."));
-    let mut files: Vec<PathBuf> = Vec::new();
-    let mut out = BTreeMap::new();
-    for (name, file) in map {
-        let file = file.as_str().ok_or_else(|| {
-            malformed(
-                index,
-                format!("weight_map[`{name}`] is {file}, not a file name"),
-            )
-        })?;
-        if file.contains('/') || file.contains('\\') || file == ".." {
-            return Err(malformed(
-                index,
-                format!("weight_map[`{name}`] = {file:?}: shard names must be plain file names"),
-            ));
-        }
-        let path = dir.join(file);
-        if !files.contains(&path) {
-            files.push(path.clone());
-        }
-        out.insert(name.clone(), path);
-    }
-    if files.is_empty() {
-        return Err(malformed(index, "`weight_map` is empty"));
-    }
-    Ok((files, out))
+fn too_short(path: &Path, len: u64) -> Error {
+    file_error(
+        path,
+        CheckpointProblem::Truncated(format!(
+            "{len} bytes: too short for a safetensors file (an 8-byte header length comes first)"
+        )),
+    )
 }
 
+/// The most dimensions a tensor may have (PyTorch's limit).
+const MAX_RANK: usize = 64;
+
 // ANCHOR: header
-/// Parses and checks a safetensors header against the file's bytes. Returns each tensor
-/// with its absolute byte range inside `bytes`.
-fn parse_header(path: &Path, bytes: &[u8]) -> Result<Vec<(String, TensorInfo, usize, usize)>> {
-    let mut len8 = [0u8; 8];
-    len8.copy_from_slice(&bytes[..8]);
-    let n = u64::from_le_bytes(len8);
-    let available = (bytes.len() - 8) as u64;
+/// Parses and checks a safetensors file held in `bytes` (the whole file; `path` names it
+/// in errors). Returns each tensor with its absolute byte range inside `bytes`.
+pub fn parse_header(path: &Path, bytes: &[u8]) -> Result<Vec<(String, TensorInfo, usize, usize)>> {
+    let Some((len8, rest)) = bytes.split_first_chunk::<8>() else {
+        return Err(too_short(path, bytes.len() as u64));
+    };
+    let n = u64::from_le_bytes(*len8);
+    let available = rest.len() as u64;
+    if n > crate::limits::SAFETENSORS_HEADER_BYTES {
+        return Err(malformed(
+            path,
+            format!(
+                "header length {n} is past the format's limit of {} bytes",
+                crate::limits::SAFETENSORS_HEADER_BYTES
+            ),
+        ));
+    }
     if n > available {
         return Err(file_error(
             path,
@@ -378,14 +295,22 @@ fn parse_header(path: &Path, bytes: &[u8]) -> Result<Vec<(String, TensorInfo, us
         ));
     }
     let data_start = 8 + n as usize;
-    let header: Value = serde_json::from_slice(&bytes[8..data_start])
+    // In file order, every key kept: serde_json's map would keep the last of two equal
+    // names silently, and a name given twice is invalid in the format.
+    let strict::Entries(entries) = serde_json::from_slice(&bytes[8..data_start])
         .map_err(|e| malformed(path, format!("header is not valid JSON: {e}")))?;
-    let obj = header
-        .as_object()
-        .ok_or_else(|| malformed(path, "header is not a JSON object"))?;
+    let obj = entries.ok_or_else(|| malformed(path, "header is not a JSON object"))?;
+    if let Some(name) = strict::first_repeat(&obj) {
+        let first = path.to_path_buf();
+        return Err(tensor_error(
+            path,
+            name,
+            CheckpointProblem::Duplicate { first },
+        ));
+    }
     let data_len = bytes.len() - data_start;
     let mut out = Vec::with_capacity(obj.len());
-    for (name, v) in obj {
+    for (name, v) in &obj {
         if name == "__metadata__" {
             continue;
         }
@@ -394,12 +319,23 @@ fn parse_header(path: &Path, bytes: &[u8]) -> Result<Vec<(String, TensorInfo, us
             .get("dtype")
             .and_then(Value::as_str)
             .ok_or_else(|| bad("no `dtype` string".into()))?;
-        let dtype =
-            Dtype::parse(dtype_str).ok_or_else(|| bad(format!("unknown dtype {dtype_str:?}")))?;
-        let shape = v
+        let dtype = Dtype::parse(dtype_str).ok_or_else(|| {
+            bad(format!(
+                "unknown dtype {}",
+                crate::error::excerpt(dtype_str)
+            ))
+        })?;
+        let dims = v
             .get("shape")
             .and_then(Value::as_array)
-            .ok_or_else(|| bad("no `shape` list".into()))?
+            .ok_or_else(|| bad("no `shape` list".into()))?;
+        if dims.len() > MAX_RANK {
+            return Err(bad(format!(
+                "`shape` has {} dimensions; at most {MAX_RANK} are supported (as in PyTorch)",
+                dims.len()
+            )));
+        }
+        let shape = dims
             .iter()
             .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
             .collect::<Option<Vec<usize>>>()
@@ -646,131 +582,5 @@ pub fn row_block<'a>(m: &Matrix<'a>, start: usize, rows: usize) -> Matrix<'a> {
     }
 }
 
-/// `MemAvailable` from /proc/meminfo, where the system has it.
-fn mem_available_bytes() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A safetensors file built by hand: `tensors` are (name, dtype, shape, bytes).
-    fn build(tensors: &[(&str, &str, Vec<usize>, Vec<u8>)], pad: usize) -> Vec<u8> {
-        let mut header = serde_json::Map::new();
-        let mut data = Vec::new();
-        for (name, dtype, shape, bytes) in tensors {
-            header.insert(
-                name.to_string(),
-                serde_json::json!({"dtype": dtype, "shape": shape,
-                    "data_offsets": [data.len(), data.len() + bytes.len()]}),
-            );
-            data.extend_from_slice(bytes);
-        }
-        let mut h = serde_json::to_vec(&Value::Object(header)).unwrap();
-        h.extend(std::iter::repeat_n(b' ', pad));
-        let mut out = (h.len() as u64).to_le_bytes().to_vec();
-        out.extend(h);
-        out.extend(data);
-        out
-    }
-
-    fn write(dir: &Path, name: &str, bytes: &[u8]) {
-        std::fs::create_dir_all(dir).unwrap();
-        std::fs::write(dir.join(name), bytes).unwrap();
-    }
-
-    fn tmp(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("anatomy-ckpt-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        d
-    }
-
-    fn f32_bytes(v: &[f32]) -> Vec<u8> {
-        v.iter().flat_map(|x| x.to_le_bytes()).collect()
-    }
-
-    #[test]
-    fn misaligned_tensors_are_copied_and_read_right() {
-        let w = [1.5f32, -2.0, 3.25, 4.0, 0.5, -0.125];
-        let b: Vec<u8> = w
-            .iter()
-            .flat_map(|x| bf16::from_f32(*x).to_bits().to_le_bytes())
-            .collect();
-        // Pads of 0..4 bytes shift the data section off 4-byte alignment.
-        for pad in 0..4 {
-            let dir = tmp(&format!("align{pad}"));
-            let file = build(
-                &[
-                    ("one", "U8", vec![1], vec![7]),
-                    ("w", "F32", vec![2, 3], f32_bytes(&w)),
-                    ("h", "BF16", vec![3, 2], b.clone()),
-                ],
-                pad,
-            );
-            write(&dir, "model.safetensors", &file);
-            let c = Checkpoint::open(&dir).unwrap();
-            let m = c.matrix("w", 2, 3).unwrap();
-            let mut out = [0.0f32; 2];
-            m.matvec(&[1.0, 1.0, 1.0], &mut out);
-            assert_eq!(out, [2.75, 4.375]);
-            assert_eq!(c.to_f32("h").unwrap(), (w.to_vec(), vec![3, 2]));
-            assert!(c.matrix("one", 1, 1).is_err());
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-    }
-
-    /// Callers can tell the kinds of fault apart without reading the message.
-    #[test]
-    fn problems_are_typed() {
-        let w = f32_bytes(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
-        let good = build(&[("w", "F32", vec![2, 3], w.clone())], 0);
-        let problem = |bytes: &[u8], tag: &str| {
-            let dir = tmp(tag);
-            write(&dir, "model.safetensors", bytes);
-            let opened = Checkpoint::open(&dir).and_then(|c| c.matrix("w", 3, 2).map(|_| ()));
-            let _ = std::fs::remove_dir_all(&dir);
-            match opened {
-                Err(Error::Checkpoint {
-                    problem, tensor, ..
-                }) => (problem, tensor),
-                other => panic!("{tag}: expected a checkpoint error, got {other:?}"),
-            }
-        };
-        let (p, _) = problem(&good[..good.len() - 4], "typed-trunc");
-        assert!(matches!(p, CheckpointProblem::Truncated(_)), "{p:?}");
-        let (p, _) = problem(&good[..6], "typed-short");
-        assert!(matches!(p, CheckpointProblem::Truncated(_)), "{p:?}");
-        let (p, t) = problem(&good, "typed-shape");
-        assert_eq!(
-            p,
-            CheckpointProblem::Shape {
-                found: vec![2, 3],
-                expected: vec![3, 2]
-            }
-        );
-        assert_eq!(t.as_deref(), Some("w"));
-        let wrong_dtype = build(&[("w", "I32", vec![3, 2], w.clone())], 0);
-        let (p, _) = problem(&wrong_dtype, "typed-dtype");
-        assert!(matches!(p, CheckpointProblem::Dtype { .. }), "{p:?}");
-        let missing = build(&[("v", "F32", vec![2, 3], w)], 0);
-        assert_eq!(
-            problem(&missing, "typed-missing").0,
-            CheckpointProblem::Missing
-        );
-    }
-
-    #[test]
-    fn row_block_cuts_a_fused_tensor() {
-        let v: Vec<f32> = (0..24).map(|i| i as f32).collect();
-        let m = Matrix::f32(&v, 6, 4);
-        let b = row_block(&m, 2, 3);
-        let mut row = [0.0f32; 4];
-        b.row_into(0, &mut row);
-        assert_eq!(row, [8.0, 9.0, 10.0, 11.0]);
-        assert_eq!((b.rows, b.cols), (3, 4));
-    }
-}
+mod tests;

@@ -4,10 +4,14 @@
 //! [`Fields`] pairs a document with the name errors give it, so every problem comes out as
 //! [`Error::Field`]: file, field, what is wrong. A field set to `null` counts as absent, as
 //! transformers' config classes treat it. Every number read passes through one of two
-//! private conversions, `to_int` and `to_f64`, so limits on sizes belong there and
-//! nowhere else.
+//! private conversions, `Fields::int_of` and `to_f64`, so limits on sizes belong there
+//! and nowhere else: each integer is checked against its field's limit
+//! ([`limits::field_limit`], e.g. `num_hidden_layers` ≤ 16384) and every list against
+//! [`limits::LIST_LEN`] before anything is sized by it, and values quoted in messages are
+//! cut short ([`excerpt_json`]).
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, excerpt_json};
+use crate::limits::{self, Limit};
 use serde_json::Value;
 
 /// A JSON document (normally an object) and the name errors give it.
@@ -56,9 +60,12 @@ impl<'a> Fields<'a> {
     ) -> Result<Option<T>> {
         match self.get(field) {
             None => Ok(None),
-            Some(v) => parse(v)
-                .map(Some)
-                .ok_or_else(|| self.error(field, format!("expected {expected}, got {v}"))),
+            Some(v) => parse(v).map(Some).ok_or_else(|| {
+                self.error(
+                    field,
+                    format!("expected {expected}, got {}", excerpt_json(v)),
+                )
+            }),
         }
     }
 
@@ -68,14 +75,15 @@ impl<'a> Fields<'a> {
 
     // ---------------------------------------------------------------- integers
 
-    /// An optional JSON integer ≥ 0 (`4.0` is rejected: sizes are written as integers).
+    /// An optional JSON integer ≥ 0 (`4.0` is rejected: sizes are written as integers), at
+    /// most its field's limit.
     pub fn opt_u64(&self, field: &str) -> Result<Option<u64>> {
-        self.opt_with(field, "a non-negative integer", to_int)
+        self.get(field).map(|v| self.int_of(field, v)).transpose()
     }
 
     /// [`Fields::opt_u64`] as a `usize`.
     pub fn opt_usize(&self, field: &str) -> Result<Option<usize>> {
-        self.opt_with(field, "a non-negative integer", to_int)
+        self.get(field).map(|v| self.int_of(field, v)).transpose()
     }
 
     /// A required JSON integer ≥ 0.
@@ -103,11 +111,17 @@ impl<'a> Fields<'a> {
     }
 
     /// An optional whole number ≥ 1 that may be written as a float (`4096.0`), as RoPE
-    /// settings sometimes are.
+    /// settings sometimes are; at most its field's limit.
     pub fn opt_whole(&self, field: &str) -> Result<Option<usize>> {
         match self.opt_f64(field)? {
             None => Ok(None),
-            Some(x) if x >= 1.0 && x.fract() == 0.0 => Ok(Some(x as usize)),
+            Some(x) if x >= 1.0 && x.fract() == 0.0 => {
+                let limit = limits::field_limit(field);
+                if x > limit.max as f64 {
+                    return Err(self.limit_error(field, &x.to_string(), limit));
+                }
+                self.fit(field, x as u64, limit).map(Some)
+            }
             Some(x) => Err(self.error(field, format!("expected a positive integer, got {x}"))),
         }
     }
@@ -153,10 +167,10 @@ impl<'a> Fields<'a> {
     pub fn u64_list(&self, field: &str) -> Result<Vec<u64>> {
         match self.get(field) {
             None => Ok(Vec::new()),
-            Some(Value::Array(a)) => {
-                self.items(field, a, to_int, |x| format!("expected integers, got {x}"))
-            }
-            Some(x) => Err(self.error(field, format!("expected a list, got {x}"))),
+            Some(Value::Array(a)) => self.int_items(field, a, |x| {
+                format!("expected integers, got {}", excerpt_json(x))
+            }),
+            Some(x) => Err(self.error(field, format!("expected a list, got {}", excerpt_json(x)))),
         }
     }
 
@@ -165,11 +179,17 @@ impl<'a> Fields<'a> {
     pub fn index_list(&self, field: &str) -> Result<Vec<usize>> {
         match self.get(field) {
             None => Ok(Vec::new()),
-            Some(Value::Array(a)) => self.items(field, a, to_int, |v| format!("not an index: {v}")),
-            Some(v @ Value::Number(n)) => to_int(v)
-                .map(|x| vec![x])
-                .ok_or_else(|| self.error(field, format!("not an index: {n}"))),
-            Some(v) => Err(self.error(field, format!("expected a list of integers, got {v}"))),
+            Some(Value::Array(a)) => {
+                self.int_items(field, a, |v| format!("not an index: {}", excerpt_json(v)))
+            }
+            Some(v @ Value::Number(n)) => match v.as_u64() {
+                Some(_) => Ok(vec![self.int_of(field, v)?]),
+                None => Err(self.error(field, format!("not an index: {n}"))),
+            },
+            Some(v) => Err(self.error(
+                field,
+                format!("expected a list of integers, got {}", excerpt_json(v)),
+            )),
         }
     }
 
@@ -179,30 +199,84 @@ impl<'a> Fields<'a> {
             .raw(field)
             .and_then(Value::as_array)
             .ok_or_else(|| self.error(field, "missing (a list of numbers is required)"))?;
-        self.items(field, a, to_f64, |v| format!("not a number: {v}"))
+        self.check_len(field, a)?;
+        a.iter()
+            .map(|v| {
+                to_f64(v)
+                    .ok_or_else(|| self.error(field, format!("not a number: {}", excerpt_json(v))))
+            })
+            .collect()
     }
 
-    fn items<T>(
+    /// Integer items of a list: a non-integer is `problem(item)`, an integer past the
+    /// field's limit a limit error.
+    fn int_items<T: TryFrom<u64>>(
         &self,
         field: &str,
         list: &[Value],
-        parse: impl Fn(&Value) -> Option<T>,
         problem: impl Fn(&Value) -> String,
     ) -> Result<Vec<T>> {
+        self.check_len(field, list)?;
         list.iter()
-            .map(|v| parse(v).ok_or_else(|| self.error(field, problem(v))))
+            .map(|v| match v.as_u64() {
+                Some(_) => self.int_of(field, v),
+                None => Err(self.error(field, problem(v))),
+            })
             .collect()
+    }
+
+    fn check_len(&self, field: &str, list: &[Value]) -> Result<()> {
+        let what = format!("field `{field}` (entries)");
+        Ok(limits::check(
+            self.what,
+            &what,
+            list.len() as u128,
+            limits::LIST_LEN,
+        )?)
+    }
+
+    /// The one conversion of a JSON integer ≥ 0 into a size type: at most the field's
+    /// limit ([`limits::field_limit`]) and the type's largest value.
+    fn int_of<T: TryFrom<u64>>(&self, field: &str, v: &Value) -> Result<T> {
+        let x = v.as_u64().ok_or_else(|| {
+            self.error(
+                field,
+                format!("expected a non-negative integer, got {}", excerpt_json(v)),
+            )
+        })?;
+        self.fit(field, x, limits::field_limit(field))
+    }
+
+    fn fit<T: TryFrom<u64>>(&self, field: &str, x: u64, limit: Limit) -> Result<T> {
+        if x > limit.max {
+            return Err(self.limit_error(field, &x.to_string(), limit));
+        }
+        T::try_from(x).map_err(|_| {
+            self.error(
+                field,
+                format!(
+                    "{x} does not fit in this machine's {}-bit sizes",
+                    usize::BITS
+                ),
+            )
+        })
+    }
+
+    fn limit_error(&self, field: &str, value: &str, limit: Limit) -> Error {
+        Error::Limit(limits::Exceeded {
+            what: self.what.to_string(),
+            field: format!("field `{field}`"),
+            value: value.to_string(),
+            limit: limit.max.to_string(),
+            reason: limit.reason.to_string(),
+        })
     }
 }
 
-/// The one conversion of a JSON integer ≥ 0 into a size type.
-fn to_int<T: TryFrom<u64>>(v: &Value) -> Option<T> {
-    v.as_u64().and_then(|x| T::try_from(x).ok())
-}
-
-/// The one conversion of a JSON number into an f64.
+/// The one conversion of a JSON number into an f64 (always finite: JSON has no NaN or
+/// infinity, and serde_json refuses numbers past f64's range).
 fn to_f64(v: &Value) -> Option<f64> {
-    v.as_f64()
+    v.as_f64().filter(|x| x.is_finite())
 }
 
 #[cfg(test)]
@@ -236,5 +310,36 @@ mod tests {
         );
         assert_eq!(f.index_list("e").unwrap(), vec![0]);
         assert!(f.raw("b").is_some() && f.get("b").is_none());
+    }
+
+    #[test]
+    fn sizes_past_their_limits_are_refused_naming_the_limit() {
+        let doc = json!({"num_hidden_layers": 1u64 << 40, "eos_token_id": (1u64 << 32) + 576,
+                         "head_dim": 128, "mlp_only_layers": [1, 100000],
+                         "original_max_position_embeddings": 1e300,
+                         "big": vec![0; 70000]});
+        let f = Fields::new("cfg.json", &doc);
+        let e = f.opt_usize("num_hidden_layers").unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "cfg.json: field `num_hidden_layers`: 1099511627776 is above the limit of 16384"
+            ),
+            "{e}"
+        );
+        assert!(
+            f.index_list("eos_token_id").is_err(),
+            "no truncation to 576"
+        );
+        assert_eq!(f.opt_usize("head_dim").unwrap(), Some(128));
+        assert!(f.u64_list("mlp_only_layers").is_err());
+        assert!(f.opt_whole("original_max_position_embeddings").is_err());
+        let e = f.u64_list("big").unwrap_err().to_string();
+        assert!(e.contains("70000") && e.contains("32768"), "{e}");
+        let huge = json!({"a": "x".repeat(1_000_000)});
+        let e = Fields::new("c", &huge)
+            .opt_u64("a")
+            .unwrap_err()
+            .to_string();
+        assert!(e.len() < 200, "{e}");
     }
 }

@@ -22,9 +22,10 @@
 //! Primitives shared by every chapter live in [`kernels`]; plots in [`figures`].
 //!
 //! The modules stand on four floors, and import only from their own floor or below
-//! (tests/layering.rs checks it): (0) [`kernels`], [`checkpoint`], [`error`] — the parts
-//! every chapter needs; (1) the chapter modules; (2) the engine, [`qwen3`]; (3) [`claims`],
-//! [`figures`], [`bench`](mod@bench) and the `anatomy` command line.
+//! (tests/layering.rs checks it): (0) [`kernels`], [`checkpoint`], [`error`], [`limits`],
+//! [`output`] — the parts every chapter needs; (1) the chapter modules; (2) the engine,
+//! [`qwen3`]; (3) [`claims`], [`figures`], [`bench`](mod@bench) and the `anatomy` command
+//! line.
 
 pub mod bench;
 pub mod chat;
@@ -34,13 +35,15 @@ pub mod error;
 pub mod figures;
 pub mod json;
 pub mod kernels;
+pub mod limits;
 pub mod long_context;
 pub mod moe;
 pub mod optim;
+pub mod output;
 pub mod params;
 pub mod position;
 pub mod qwen3;
 pub mod rand;
 pub mod tokenizer;
 
-pub use error::{CheckpointProblem, Error, Result};
+pub use error::{CheckpointProblem, Error, FileProblem, Result};

@@ -17,6 +17,8 @@ const FLOORS: &[(&str, usize)] = &[
     ("error", 0),
     ("json", 0),
     ("rand", 0),
+    ("output", 0),
+    ("limits", 0),
     ("position", 1),
     ("long_context", 1),
     ("tokenizer", 1),

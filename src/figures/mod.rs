@@ -139,10 +139,9 @@ pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>> {
         .iter()
         .map(|f| {
             let path = dir.join(format!("{}.svg", f.name));
-            std::fs::write(&path, render_svg(f.name)?).map_err(|source| Error::Write {
-                path: path.clone(),
-                source,
-            })?;
+            let svg = render_svg(f.name)?;
+            // Replaced atomically; a FIFO or link planted in DIR is not followed.
+            crate::output::write_output(&path, |w| w.write_all(svg.as_bytes()))?;
             Ok(path)
         })
         .collect()

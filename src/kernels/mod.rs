@@ -94,6 +94,27 @@ pub fn silu(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
 }
 
+/// The index of the first NaN or infinite value of `x`, if any. The usual case — every
+/// value finite — is one pass that vectorises: `v · 0` is 0 for a finite `v` and NaN
+/// otherwise, summed in sixteen independent lanes; only a slice that fails is searched.
+pub fn first_non_finite(x: &[f32]) -> Option<usize> {
+    let mut acc = [0.0f32; 16];
+    let chunks = x.chunks_exact(16);
+    let mut tail = 0.0f32;
+    for v in chunks.remainder() {
+        tail += v * 0.0;
+    }
+    for c in chunks {
+        for k in 0..16 {
+            acc[k] += c[k] * 0.0;
+        }
+    }
+    if tail == 0.0 && acc.iter().all(|a| *a == 0.0) {
+        return None;
+    }
+    x.iter().position(|v| !v.is_finite())
+}
+
 /// `out[r] = Σ_c w[r, c] · x[c]` for a row-major `[rows, x.len()]` matrix.
 pub fn matvec(w: &[f32], x: &[f32], out: &mut [f32]) {
     let cols = x.len();
@@ -158,6 +179,16 @@ impl<'a> Matrix<'a> {
     pub fn row_into(&self, r: usize, out: &mut [f32]) {
         assert_eq!(out.len(), self.cols, "row_into: output length");
         self.row_slice_into(r, 0, out);
+    }
+
+    /// The first `(row, column)` holding a NaN or infinite weight, if any (a scan of the
+    /// whole matrix, for locating the source of a non-finite activation).
+    pub fn find_non_finite(&self) -> Option<(usize, usize)> {
+        let mut row = vec![0.0f32; self.cols];
+        (0..self.rows).find_map(|r| {
+            self.row_into(r, &mut row);
+            first_non_finite(&row).map(|c| (r, c))
+        })
     }
 
     /// `out = W·x` (`x` has `cols` entries, `out` has `rows`). The clear reference
@@ -300,6 +331,21 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn first_non_finite_finds_nan_and_infinity_anywhere() {
+        let mut x = vec![1.0f32; 37];
+        assert_eq!(first_non_finite(&x), None);
+        for (i, bad) in [(0, f32::NAN), (20, f32::INFINITY), (36, f32::NEG_INFINITY)] {
+            let keep = x[i];
+            x[i] = bad;
+            assert_eq!(first_non_finite(&x), Some(i));
+            x[i] = keep;
+        }
+        assert_eq!(first_non_finite(&[f32::MAX, -f32::MAX, 0.0, -0.0]), None);
+        let m = Matrix::f32(&[1.0, 2.0, f32::NAN, 4.0], 2, 2);
+        assert_eq!(m.find_non_finite(), Some((1, 0)));
+    }
 
     #[test]
     fn dot_matches_f64_sum() {

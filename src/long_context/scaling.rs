@@ -20,6 +20,7 @@
 
 use crate::error::{Error, Result};
 use crate::json::Fields;
+use crate::limits;
 use crate::position::rope::{inv_freq as default_inv_freq, wavelength};
 use serde_json::Value;
 
@@ -127,6 +128,22 @@ impl RopeConfig {
                 format!("must be even and ≥ 2, got {head_dim}"),
             ));
         }
+        limits::check(what, "field `head_dim`", head_dim as u128, limits::HEADS)?;
+        if let Some(m) = max_position_embeddings {
+            if m == 0 {
+                return Err(Error::field(
+                    what,
+                    "max_position_embeddings",
+                    "must be at least 1",
+                ));
+            }
+            limits::check(
+                what,
+                "field `max_position_embeddings`",
+                m as u128,
+                limits::POSITIONS,
+            )?;
+        }
         let mut cfg = RopeConfig {
             theta: check_theta(theta, what)?,
             head_dim,
@@ -135,6 +152,7 @@ impl RopeConfig {
             scaling: RopeScaling::Default,
         };
         let Some(obj) = scaling.filter(|v| !v.is_null()) else {
+            cfg.check_frequencies(what)?;
             return Ok(cfg);
         };
         if !obj.is_object() {
@@ -225,16 +243,26 @@ impl RopeConfig {
                     beta_slow: nonzero(f.opt_f64("beta_slow")?).unwrap_or(1.0),
                     mscale: f.opt_f64("mscale")?,
                     mscale_all_dim: f.opt_f64("mscale_all_dim")?,
-                    attention_factor: f.opt_f64("attention_factor")?,
+                    attention_factor: opt_positive(&f, "attention_factor")?,
                     truncate: f.opt_bool("truncate")?.unwrap_or(true),
                 })
             }
-            "llama3" => RopeScaling::Llama3(Llama3 {
-                factor: f.req_positive_f64("factor")?,
-                low_freq_factor: f.req_positive_f64("low_freq_factor")?,
-                high_freq_factor: f.req_positive_f64("high_freq_factor")?,
-                original_max_position_embeddings: need_original()?,
-            }),
+            "llama3" => {
+                let l = Llama3 {
+                    factor: f.req_positive_f64("factor")?,
+                    low_freq_factor: f.req_positive_f64("low_freq_factor")?,
+                    high_freq_factor: f.req_positive_f64("high_freq_factor")?,
+                    original_max_position_embeddings: need_original()?,
+                };
+                // The smooth band divides by their difference.
+                if l.high_freq_factor == l.low_freq_factor {
+                    return Err(f.error(
+                        "high_freq_factor",
+                        "must differ from low_freq_factor (the blend divides by their difference)",
+                    ));
+                }
+                RopeScaling::Llama3(l)
+            }
             "longrope" | "su" => {
                 let original = need_original()?;
                 let factor = match (factor, max_position_embeddings) {
@@ -245,6 +273,14 @@ impl RopeConfig {
                 let planes = cfg.rotary_dim() / 2;
                 let list = |key: &str| -> Result<Vec<f64>> {
                     let v = f.req_f64_list(key)?;
+                    if let Some((i, x)) =
+                        v.iter().enumerate().find(|(_, x)| x.is_nan() || **x <= 0.0)
+                    {
+                        return Err(f.error(
+                            key,
+                            format!("factor {i} is {x}; every factor must be a positive number"),
+                        ));
+                    }
                     if v.len() == planes {
                         Ok(v)
                     } else {
@@ -255,16 +291,24 @@ impl RopeConfig {
                         ))
                     }
                 };
+                if !(factor.is_finite() && factor > 0.0) {
+                    return Err(
+                        f.error("factor", format!("must be a positive number, got {factor}"))
+                    );
+                }
                 RopeScaling::LongRope(LongRope {
                     short_factor: list("short_factor")?,
                     long_factor: list("long_factor")?,
                     factor,
-                    attention_factor: f.opt_f64("attention_factor")?,
+                    attention_factor: opt_positive(&f, "attention_factor")?,
                     original_max_position_embeddings: original,
                 })
             }
             "proportional" => RopeScaling::Proportional {
-                factor: factor.unwrap_or(1.0),
+                factor: match factor {
+                    Some(_) => f.req_positive_f64("factor")?,
+                    None => 1.0,
+                },
             },
             other => {
                 return Err(Error::field(
@@ -276,7 +320,31 @@ impl RopeConfig {
                 ));
             }
         };
+        cfg.check_frequencies(what)?;
         Ok(cfg)
+    }
+
+    /// Computes the frequencies once at initialisation and once past the original length
+    /// (where dynamic NTK and LongRoPE switch), so that factors which are each valid but
+    /// together give NaN, infinite or negative frequencies (a linear factor of 1e-300, an
+    /// mscale that makes the attention factor 0) are an error naming the document now.
+    fn check_frequencies(&self, what: &str) -> Result<()> {
+        let long = match &self.scaling {
+            RopeScaling::LongRope(l) => Some(l.original_max_position_embeddings + 1),
+            RopeScaling::Dynamic { .. } => {
+                self.max_position_embeddings.map(|m| m.saturating_mul(2))
+            }
+            _ => None,
+        };
+        for seq_len in [None, long] {
+            if let Err(Error::NonFinite { detail, .. }) = self.init(seq_len) {
+                return Err(Error::NonFinite {
+                    what: format!("{what}: RoPE scaling ({})", self.scaling.name()),
+                    detail,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Reads the RoPE settings of a whole Hugging Face config.json, in either style:
@@ -423,6 +491,11 @@ impl RopeConfig {
                 (freqs, 1.0)
             }
         };
+        check_init(
+            &inv_freq,
+            attention_factor,
+            seq_len.or(self.max_position_embeddings),
+        )?;
         Ok(RopeInit {
             inv_freq,
             attention_factor,
@@ -430,6 +503,64 @@ impl RopeConfig {
     }
 }
 // ANCHOR_END: init
+
+/// The frequencies must be finite and ≥ 0 and the attention factor finite and > 0, each
+/// as the f32 the model rounds it to, and `positions · θ_i` must stay finite in f32 (the
+/// model's RoPE table forms the angle that way): otherwise the table holds NaN. A nonzero
+/// frequency that rounds to 0 (a factor of 1e300) is refused too: the plane would silently
+/// stop rotating.
+fn check_init(inv_freq: &[f64], attention_factor: f64, positions: Option<usize>) -> Result<()> {
+    let bad = |detail: String| {
+        Err(Error::NonFinite {
+            what: "RoPE".into(),
+            detail,
+        })
+    };
+    let a = attention_factor as f32;
+    if !(a.is_finite() && a > 0.0) {
+        return bad(format!(
+            "attention_factor = {attention_factor:e} (must be a positive, finite f32)"
+        ));
+    }
+    let m = positions.unwrap_or(1).max(1) as f32;
+    for (i, &f) in inv_freq.iter().enumerate() {
+        let f32_value = f as f32;
+        if !(f32_value.is_finite() && f32_value >= 0.0 && (m * f32_value).is_finite()) {
+            return bad(format!(
+                "inv_freq[{i}] = {f:e} (must be finite and ≥ 0, and {m} positions × it a finite f32)"
+            ));
+        }
+        if f > 0.0 && f32_value == 0.0 {
+            return bad(format!(
+                "inv_freq[{i}] = {f:e} rounds to 0 in f32 (the plane would not rotate at all)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An optional number that must be positive when given.
+fn opt_positive(f: &Fields, field: &str) -> Result<Option<f64>> {
+    match f.get(field) {
+        None => Ok(None),
+        Some(_) => f.req_positive_f64(field).map(Some),
+    }
+}
+
+impl RopeScaling {
+    /// The `rope_type` this is.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RopeScaling::Default => "default",
+            RopeScaling::Linear { .. } => "linear",
+            RopeScaling::Dynamic { .. } => "dynamic",
+            RopeScaling::Yarn(_) => "yarn",
+            RopeScaling::Llama3(_) => "llama3",
+            RopeScaling::LongRope(_) => "longrope",
+            RopeScaling::Proportional { .. } => "proportional",
+        }
+    }
+}
 
 // ANCHOR: ntk
 /// The NTK-aware base for a length ratio `s`: `base · s^{d/(d−2)}` (the text's formula).

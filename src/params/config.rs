@@ -279,7 +279,7 @@ impl ModelConfig {
         };
         // Mixtral and OLMoE have no dense layer, so their intermediate_size is the experts'.
         let intermediate_size = positive(&r, "intermediate_size")?;
-        Ok(ModelConfig {
+        let config = ModelConfig {
             family,
             vocab_size: positive(&r, "vocab_size")?,
             hidden_size,
@@ -301,7 +301,9 @@ impl ModelConfig {
             } else {
                 0
             },
-        })
+        };
+        super::check_counts_fit(&config, what)?;
+        Ok(config)
     }
 }
 

@@ -31,6 +31,8 @@ pub use config::{BUNDLED, Family, Mla, ModelConfig, Moe, QkNorm, bundled};
 pub use report::{book_snippets, group, report_file, text_report};
 pub use tensors::{ParamTensor, layer_tensors};
 
+use crate::error::Result;
+use crate::limits;
 use crate::moe::layer::is_moe_layer;
 use serde::Serialize;
 
@@ -226,7 +228,39 @@ pub fn mtp_params(c: &ModelConfig) -> u64 {
     c.mtp_layers * one
 }
 
-/// Every parameter of the model, split by kind, for all experts and for one token.
+/// Checks that every number [`count`] derives from `c` fits in its `u64`: the parameter
+/// count, summed in `u128` over the layers exactly as [`count`] sums it (both embeddings
+/// counted, and the MTP modules), is at most [`limits::PARAMETERS`]. Each field is already
+/// within its limit ([`crate::limits::field_limit`]), which keeps one layer's count far
+/// inside `u64`; this bounds the sums. [`ModelConfig::from_json`] calls it, so a config
+/// read from a file never makes [`count`] wrap.
+pub fn check_counts_fit(c: &ModelConfig, what: &str) -> Result<()> {
+    let (h, v) = (c.hidden_size as u128, c.vocab_size as u128);
+    let mut total = 2 * v * h + h;
+    for l in 0..c.num_hidden_layers {
+        let p = layer_params(c, l);
+        let f = p.ffn;
+        total += (p.attention + p.norms) as u128
+            + (f.dense_mlp + f.router + f.experts + f.shared_experts) as u128;
+        limits::check(what, "parameter count", total, limits::PARAMETERS)?;
+    }
+    if c.mtp_layers > 0 {
+        let one = mtp_params(&ModelConfig {
+            mtp_layers: 1,
+            ..c.clone()
+        });
+        total += one as u128 * c.mtp_layers as u128;
+    }
+    Ok(limits::check(
+        what,
+        "parameter count",
+        total,
+        limits::PARAMETERS,
+    )?)
+}
+
+/// Every parameter of the model, split by kind, for all experts and for one token. (For
+/// a config from [`ModelConfig::from_json`] no sum can wrap: see [`check_counts_fit`].)
 pub fn count(c: &ModelConfig) -> ParamReport {
     let (h, v) = (c.hidden_size, c.vocab_size);
     let embed_tokens = v * h;

@@ -84,6 +84,15 @@ pub fn sample_top_p(
 ) -> usize {
     s.probs.clear();
     s.probs.extend(logits.iter().map(|l| l / temperature));
+    if s.probs.iter().any(|p| !p.is_finite()) {
+        // A temperature so small that logits / T overflow f32 (1e-40): shift by the
+        // largest logit first, so the top token gets exp(0) = 1 and the others exp(−∞) = 0
+        // — the greedy limit that sampling approaches as T → 0.
+        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        s.probs.clear();
+        s.probs
+            .extend(logits.iter().map(|l| (l - max) / temperature));
+    }
     softmax_in_place(&mut s.probs);
     s.order.clear();
     s.order.extend(0..logits.len());
@@ -125,7 +134,9 @@ pub fn generate(
         return Ok(Vec::new());
     }
     // The last new token is never fed back, so the cache needs one position less.
-    let positions = prompt.len() + opts.max_new_tokens - 1;
+    let positions = (prompt.len() as u128 + opts.max_new_tokens as u128 - 1)
+        .try_into()
+        .unwrap_or(usize::MAX);
     let max = model.config.max_position_embeddings;
     if positions > max {
         return Err(Error::Invalid(format!(
@@ -247,7 +258,14 @@ pub fn generate_until_eos(
     let stop = model.config.eos_token_ids.clone();
     match budget {
         Some(budget) => {
-            let capacity = prompt.len() + max_new_tokens;
+            let capacity = prompt.len().saturating_add(max_new_tokens);
+            let max = model.config.max_position_embeddings;
+            if capacity > max {
+                return Err(Error::Invalid(format!(
+                    "a prompt of {} tokens plus {max_new_tokens} new ones needs more than max_position_embeddings = {max} positions",
+                    prompt.len()
+                )));
+            }
             let mut step = Stepper::new(model, capacity, sampling)?;
             let g = thinking::generate_with_budget(prompt, max_new_tokens, &stop, budget, |c| {
                 step.next_token(c)
@@ -450,6 +468,16 @@ mod tests {
             let f = *c as f32 / trials as f32;
             // 5 standard deviations of a binomial proportion.
             assert!((f - pi).abs() < 5.0 * (pi * (1.0 - pi) / trials as f32).sqrt());
+        }
+    }
+
+    #[test]
+    fn a_vanishing_temperature_approaches_greedy() {
+        let logits = [0.5f32, 3.0, 2.9, -1.0];
+        let mut rng = StdRng::seed_from_u64(3);
+        let mut s = SampleScratch::default();
+        for _ in 0..200 {
+            assert_eq!(sample_top_p(&logits, 1e-40, 1.0, &mut rng, &mut s), 1);
         }
     }
 

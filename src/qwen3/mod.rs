@@ -14,6 +14,7 @@
 //! forward pass (tests/qwen2_transformers.rs checks it against `Qwen2ForCausalLM`).
 
 pub mod config;
+pub mod finite;
 pub mod generate;
 pub mod kv_cache;
 pub mod lost_in_middle;
@@ -43,25 +44,41 @@ pub fn open(dir: &Path) -> Result<(Qwen3Config, Checkpoint)> {
     Ok((config, ckpt))
 }
 
-/// Writes logits as a safetensors file with one tensor `"logits"`, F32 `[rows, vocab]`.
+/// Writes logits as a safetensors file with one tensor `"logits"`, F32 `[rows, vocab]`:
+/// the header (padded with spaces to a multiple of 8 bytes, as the `safetensors` crate
+/// writes it), then the numbers streamed out, so no second copy of them is made. Through
+/// [`crate::output::write_output`]: a regular file is replaced atomically, a device or FIFO
+/// written through, a symbolic link or directory refused. A failed write is not the
+/// input's fault: it exits 1, not 2.
 pub fn save_logits(path: &Path, out: &Output, vocab: usize) -> Result<()> {
-    let bytes: Vec<u8> = out.logits.iter().flat_map(|x| x.to_le_bytes()).collect();
-    let view = safetensors::tensor::TensorView::new(
-        safetensors::Dtype::F32,
-        vec![out.rows, vocab],
-        &bytes,
+    let n = out
+        .rows
+        .checked_mul(vocab)
+        .filter(|&n| n == out.logits.len());
+    let Some(n) = n else {
+        return Err(crate::Error::Invalid(format!(
+            "logits tensor: {} values for shape [{}, {vocab}]",
+            out.logits.len(),
+            out.rows
+        )));
+    };
+    let mut header = format!(
+        r#"{{"logits":{{"dtype":"F32","shape":[{},{vocab}],"data_offsets":[0,{}]}}}}"#,
+        out.rows,
+        4 * n as u128
     )
-    .map_err(|e| crate::Error::Invalid(format!("logits tensor: {e}")))?;
-    // A failed write is not the input's fault: it exits 1, not 2.
-    safetensors::serialize_to_file([("logits", view)], None, path).map_err(|e| {
-        let source = match e {
-            safetensors::SafeTensorError::IoError(io) => io,
-            other => std::io::Error::other(other.to_string()),
-        };
-        crate::Error::Write {
-            path: path.to_path_buf(),
-            source,
+    .into_bytes();
+    header.resize(header.len().div_ceil(8) * 8, b' ');
+    crate::output::write_output(path, |w| {
+        w.write_all(&(header.len() as u64).to_le_bytes())?;
+        w.write_all(&header)?;
+        let mut buf = Vec::with_capacity(4 * 4096);
+        for chunk in out.logits.chunks(4096) {
+            buf.clear();
+            buf.extend(chunk.iter().flat_map(|x| x.to_le_bytes()));
+            w.write_all(&buf)?;
         }
+        Ok(())
     })
 }
 

@@ -22,10 +22,11 @@
 use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 use crate::kernels::attention::{KvHead, Mask, attend};
-use crate::kernels::rmsnorm;
+use crate::kernels::{first_non_finite, rmsnorm};
 use crate::moe::{MoeScratch, Routing, moe_fast_into};
 use crate::position::rope::{RopeTable, apply_rope};
 use crate::qwen3::config::Qwen3Config;
+use crate::qwen3::finite::{Stage, locate};
 use crate::qwen3::kv_cache::KvCache;
 use crate::qwen3::weights::{Attention, Ffn, Weights};
 
@@ -122,6 +123,10 @@ impl<'a> Model<'a> {
                 c.max_position_embeddings
             )));
         }
+        crate::limits::check_memory(
+            &format!("a session of {capacity} positions (KV cache, RoPE table, buffers)"),
+            session_bytes(c, capacity),
+        )?;
         // Dynamic NTK and LongRoPE pick their frequencies from the sequence length; we
         // use the session's, as transformers does for a single call of that length.
         let init = c.rope.init(Some(capacity))?;
@@ -134,6 +139,9 @@ impl<'a> Model<'a> {
 
     /// Logits (and routing) for every position of `ids`, in one prefill.
     pub fn logits(&self, ids: &[u32]) -> Result<Output> {
+        // The logits of every position, in the session's buffer and in the copy returned.
+        let bytes = 8 * ids.len() as u128 * self.config.vocab_size as u128;
+        crate::limits::check_memory(&format!("the logits of {} positions", ids.len()), bytes)?;
         let mut session = self.session(ids.len())?;
         self.forward_routed(&mut session, ids, Logits::All)
     }
@@ -194,6 +202,7 @@ impl<'a> Model<'a> {
         for (x, &id) in session.scratch.x.chunks_exact_mut(h).zip(ids) {
             w.embed_tokens.row_into(id as usize, x);
         }
+        self.check_finite(&session.scratch, Stage::Embedding, ids, past)?;
 
         // 2. The decoder layers, each two pre-norm residual sub-blocks.
         for (l, layer) in w.layers.iter().enumerate() {
@@ -204,6 +213,7 @@ impl<'a> Model<'a> {
             self.attention(l, &layer.self_attn, past, n, session);
             let s = &mut session.scratch;
             add_in_place(&mut s.x, &s.y);
+            self.check_finite(s, Stage::Attention(l), ids, past)?;
 
             for (x, xn) in s.x.chunks_exact(h).zip(s.xn.chunks_exact_mut(h)) {
                 rmsnorm(x, &layer.post_attention_layernorm, c.rms_norm_eps, xn);
@@ -230,6 +240,7 @@ impl<'a> Model<'a> {
                 }
             }
             add_in_place(&mut s.x, &s.y);
+            self.check_finite(s, Stage::Ffn(l), ids, past)?;
         }
         session.cache.advance(n);
 
@@ -243,9 +254,43 @@ impl<'a> Model<'a> {
             rmsnorm(x, &w.norm, c.rms_norm_eps, xn);
         }
         w.lm_head.matmul(&s.xn[last], &mut s.logits);
+        self.check_finite(s, Stage::Logits, &ids[n - rows..], past + n - rows)?;
         Ok(&session.scratch.logits)
     }
     // ANCHOR_END: forward
+
+    /// After `stage`, the hidden state (or, after [`Stage::Logits`], the logits) must be
+    /// finite: one vectorised pass, and on failure [`locate`] names the weight at fault.
+    /// `ids` are the tokens of the rows checked, the first at position `first`.
+    fn check_finite(&self, s: &Scratch, stage: Stage, ids: &[u32], first: usize) -> Result<()> {
+        let (values, width) = match stage {
+            Stage::Logits => (&s.logits, self.config.vocab_size),
+            _ => (&s.x, self.config.hidden_size),
+        };
+        let Some(i) = first_non_finite(values) else {
+            return Ok(());
+        };
+        let position = i / width;
+        let k = self.config.num_experts_per_tok;
+        let experts = match stage {
+            Stage::Ffn(l) if self.config.is_moe_layer(l) => s
+                .moe
+                .chosen
+                .get(position * k..(position + 1) * k)
+                .unwrap_or(&[]),
+            _ => &[],
+        };
+        let token = ids.get(position).copied().unwrap_or(0);
+        let at = (first + position, token);
+        Err(locate(
+            &self.config,
+            &self.weights,
+            stage,
+            at,
+            values[i],
+            experts,
+        ))
+    }
 
     // ANCHOR: attention
     /// Grouped-query causal self-attention of layer `l` for positions `past .. past + n`:
@@ -341,6 +386,20 @@ impl Scratch {
             buf.resize(len, 0.0);
         }
     }
+}
+
+/// Bytes a session of `capacity` positions holds at most: the KV cache, the RoPE table and
+/// the buffers of a prefill of `capacity` positions (its logits aside: [`Model::logits`]
+/// checks those), in `u128` so that no product wraps.
+fn session_bytes(c: &Qwen3Config, capacity: usize) -> u128 {
+    let (cap, h) = (capacity as u128, c.hidden_size as u128);
+    let (q, kv) = (c.q_dim() as u128, c.kv_dim() as u128);
+    let kv_cache = 2 * c.num_hidden_layers as u128 * cap * kv;
+    let rope = cap * c.head_dim as u128;
+    let k = c.num_experts_per_tok as u128;
+    let moe = c.num_experts as u128 + k * (2 * h + 2 * c.moe_intermediate_size as u128 + 4);
+    let per_position = 3 * h + 3 * q + 2 * kv + 1 + moe + 2 * c.intermediate_size as u128;
+    4 * (kv_cache + rope + cap * per_position + c.vocab_size as u128)
 }
 
 fn add_in_place(x: &mut [f32], y: &[f32]) {

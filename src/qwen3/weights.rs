@@ -74,6 +74,8 @@ pub struct Weights<'a> {
     pub lm_head: Matrix<'a>,
     /// `None` for a dense model.
     pub expert_layout: Option<ExpertLayout>,
+    /// The prefix of the tensor names: `"model."`, or `""` for a bare `Qwen3MoeModel`.
+    pub prefix: &'static str,
 }
 
 // ANCHOR: load
@@ -138,6 +140,7 @@ impl<'a> Weights<'a> {
             norm: ckpt.vector(&format!("{p}norm.weight"), h)?,
             lm_head,
             expert_layout,
+            prefix: p,
         })
     }
 }

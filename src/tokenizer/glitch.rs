@@ -430,10 +430,16 @@ pub fn screen_checkpoint(
         ckpt.matrix(name, rows, cols)
     };
     let embed = matrix(embed_name)?;
+    // A NaN row would sort as "the smallest norm": refuse it, naming the row.
+    finite_rows(&ckpt, embed_name, &embed)?;
     let norms = norm_screen(&embed, k, Some(tok));
     let unembed_name = find(UNEMBED_NAMES);
     let unembed = match unembed_name {
-        Some(n) => matrix(n)?,
+        Some(n) => {
+            let m = matrix(n)?;
+            finite_rows(&ckpt, n, &m)?;
+            m
+        }
         None => embed,
     };
     let unused = unused.unwrap_or_else(|| (tok.n_ids() as u32..unembed.rows as u32).collect());
@@ -458,6 +464,24 @@ pub fn screen_checkpoint(
         indicator,
         overlap,
     })
+}
+
+/// The screens rank rows by numbers computed from every weight: one NaN or infinity makes
+/// its row's score meaningless, so it is an error naming the tensor, row and column.
+fn finite_rows(ckpt: &crate::checkpoint::Checkpoint, name: &str, m: &Matrix) -> Result<()> {
+    match m.find_non_finite() {
+        None => Ok(()),
+        Some((r, c)) => Err(Error::NonFinite {
+            what: format!(
+                "{}: tensor `{name}`",
+                ckpt.file_of(name).map_or_else(
+                    |_| ckpt.dir().display().to_string(),
+                    |p| p.display().to_string()
+                )
+            ),
+            detail: format!("row {r}, column {c} is not finite (NaN or infinite)"),
+        }),
+    }
 }
 
 /// Everything `anatomy glitch` reports.

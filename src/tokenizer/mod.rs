@@ -21,6 +21,7 @@
 pub mod bpe;
 pub mod glitch;
 pub mod ids;
+pub mod pretokenize;
 pub mod special;
 pub mod tiktoken;
 pub mod tokenizer_json;
@@ -30,6 +31,7 @@ pub use ids::parse_id_ranges;
 
 use crate::error::{Error, Result};
 use bpe::Bpe;
+use pretokenize::{SplitRule, for_each_piece};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use special::{AddedToken, AddedTokens, Segment};
@@ -44,6 +46,9 @@ pub struct Tokenizer {
     pub added: AddedTokens,
     /// The pre-tokenizer's pattern (see [`bpe::QWEN_PATTERN`]).
     pub pattern: String,
+    /// What the pattern's matches and the text between them become
+    /// ([`pretokenize`]; Isolated unless a `tokenizer.json` says otherwise).
+    pub split: SplitRule,
     regex: fancy_regex::Regex,
     /// One compiled copy per rayon thread: copies of a `Regex` share one cache pool,
     /// whose fast path serves only the thread that used it first (tiktoken keeps
@@ -85,10 +90,10 @@ impl Tokenizer {
                     name,
                     "added_tokens",
                     format!(
-                        "{:?} has id {}, which the vocabulary gives to {:?}",
-                        t.content,
+                        "{} has id {}, which the vocabulary gives to {}",
+                        crate::error::excerpt(&t.content),
                         t.id,
-                        String::from_utf8_lossy(b)
+                        crate::error::excerpt(&String::from_utf8_lossy(b))
                     ),
                 ));
             }
@@ -105,6 +110,7 @@ impl Tokenizer {
             vocab,
             added,
             pattern: pattern.to_string(),
+            split: SplitRule::default(),
             regex,
             thread_regexes: (0..THREAD_REGEXES).map(|_| OnceLock::new()).collect(),
             nfc,
@@ -130,25 +136,34 @@ impl Tokenizer {
     /// A Hugging Face `tokenizer.json` (byte-level BPE).
     pub fn from_tokenizer_json(doc: &serde_json::Value, name: &str) -> Result<Self> {
         let p = tokenizer_json::parse_tokenizer_json(doc, name)?;
-        Self::new(p.vocab, p.added, &p.pattern, p.nfc, name)
+        let mut tok = Self::new(p.vocab, p.added, &p.pattern, p.nfc, name)?;
+        tok.split = p.split;
+        Ok(tok)
     }
 
     /// Loads either format: a `.json` file (or one whose first byte is `{`) is read as
-    /// `tokenizer.json`, anything else as a tiktoken file.
+    /// `tokenizer.json`, anything else as a tiktoken file. Only a regular file of at most
+    /// [`crate::limits::TEXT_FILE_BYTES`] is read.
     pub fn from_file(path: &Path) -> Result<Self> {
         let bytes = crate::error::read_file(path)?;
-        let name = path.display().to_string();
-        let is_json = path.extension().is_some_and(|e| e == "json")
-            || bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+        let json = path.extension().is_some_and(|e| e == "json");
+        Self::from_bytes(&bytes, json, &path.display().to_string())
+    }
+
+    /// [`Tokenizer::from_file`] on bytes already read: `json` forces the tokenizer.json
+    /// reading (otherwise it is chosen by a first non-blank byte `{`); `name` names the
+    /// source in errors.
+    pub fn from_bytes(bytes: &[u8], json: bool, name: &str) -> Result<Self> {
+        let is_json = json || bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
         if is_json {
             let doc: serde_json::Value =
-                serde_json::from_slice(&bytes).map_err(|source| Error::Json {
-                    what: name.clone(),
+                serde_json::from_slice(bytes).map_err(|source| Error::Json {
+                    what: name.to_string(),
                     source,
                 })?;
-            Self::from_tokenizer_json(&doc, &name)
+            Self::from_tokenizer_json(&doc, name)
         } else {
-            Self::from_tiktoken(&bytes, &name)
+            Self::from_tiktoken(bytes, name)
         }
     }
 
@@ -191,14 +206,9 @@ impl Tokenizer {
 
     /// The pre-tokenizer's pieces of `text` (no normalisation, no added tokens).
     pub fn pieces<'a>(&self, text: &'a str) -> Result<Vec<&'a str>> {
-        self.regex
-            .find_iter(text)
-            .map(|m| m.map(|m| m.as_str()).map_err(|e| self.regex_error(e)))
-            .collect()
-    }
-
-    fn regex_error(&self, e: fancy_regex::Error) -> Error {
-        Error::Invalid(format!("{}: pre-tokenizer failed: {e}", self.name))
+        let mut out = Vec::new();
+        for_each_piece(&self.regex, self.split, text, &self.name, |p| out.push(p))?;
+        Ok(out)
     }
 
     fn encode_ordinary_into(
@@ -224,29 +234,27 @@ impl Tokenizer {
         bpe: &mut Bpe,
         out: &mut Vec<u32>,
     ) -> Result<()> {
-        let mut cache: FxHashMap<&str, (u32, u32)> = FxHashMap::default();
+        let mut cache: FxHashMap<&str, (usize, usize)> = FxHashMap::default();
         let mut cached_ids: Vec<u32> = Vec::new();
-        for m in regex.find_iter(text) {
-            let piece = m.map_err(|e| self.regex_error(e))?.as_str();
+        for_each_piece(regex, self.split, text, &self.name, |piece| {
             if self.vocab.whole_piece_first
                 && let Some(id) = self.vocab.id(piece.as_bytes())
             {
                 out.push(id);
-                continue;
+                return;
             }
             if let Some(&(s, e)) = cache.get(piece) {
-                out.extend_from_slice(&cached_ids[s as usize..e as usize]);
-                continue;
+                out.extend_from_slice(&cached_ids[s..e]);
+                return;
             }
             let before = out.len();
             bpe.encode_piece(&self.vocab, piece.as_bytes(), out);
             if piece.len() > 1 {
-                let s = cached_ids.len() as u32;
+                let s = cached_ids.len();
                 cached_ids.extend_from_slice(&out[before..]);
-                cache.insert(piece, (s, cached_ids.len() as u32));
+                cache.insert(piece, (s, cached_ids.len()));
             }
-        }
-        Ok(())
+        })
     }
 
     /// Same ids as [`Tokenizer::encode`], computed on rayon's threads: the text is cut into
@@ -254,6 +262,10 @@ impl Tokenizer {
     /// two ASCII letters, or a newline followed by a non-whitespace character), so the pieces — and
     /// the ids — are exactly those of the sequential pass.
     pub fn encode_parallel(&self, text: &str) -> Result<Vec<u32>> {
+        // The cut points are safe for Qwen's pattern cut the default way only.
+        if self.pattern != bpe::QWEN_PATTERN || self.split != SplitRule::default() {
+            return self.encode(text);
+        }
         let segments = self.added.split(text);
         // Few, large chunks: each job starts with an empty piece cache.
         let chunk = CHUNK_BYTES.max(text.len() / (8 * rayon::current_num_threads()));

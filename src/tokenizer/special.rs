@@ -7,7 +7,9 @@
 //! added tokens. Both kinds are matched in the input text and never split; the flag only
 //! matters to a decoder asked to skip special tokens.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, excerpt};
+use aho_corasick::{AhoCorasick, MatchKind};
+use rustc_hash::FxHashMap;
 
 /// One added token: its text, its id, and whether Hugging Face flags it `special`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,24 +72,31 @@ pub enum Segment<'a> {
 /// The set of added tokens, ready to find them in text.
 #[derive(Clone, Debug, Default)]
 pub struct AddedTokens {
-    /// Longest first, so that the longest token wins at a position.
+    /// Longest first (ties by id), so that the longest token wins at a position.
     by_length: Vec<AddedToken>,
-    /// `starts[b]`: some token begins with byte `b` (a cheap pre-filter for the scan).
-    starts: Vec<bool>,
+    /// Index into `by_length` of each id and each content.
+    by_id: FxHashMap<u32, usize>,
+    by_content: FxHashMap<String, usize>,
+    /// Finds every token in one pass over the text, leftmost first and the longest at a
+    /// position (what Hugging Face's added-vocabulary matcher does): `O(text)` whatever
+    /// the number of tokens. `None` when there are no tokens.
+    matcher: Option<AhoCorasick>,
 }
 
 impl AddedTokens {
-    /// Checks the list (no empty or duplicate content, no duplicate id) and indexes it.
+    /// Checks the list (no empty or duplicate content, no duplicate id) and indexes it, in
+    /// time linear in its length (200 000 added tokens load at once).
     pub fn new(tokens: Vec<AddedToken>, what: &str) -> Result<Self> {
-        let mut starts = vec![false; 256];
+        let mut by_id: FxHashMap<u32, usize> = FxHashMap::default();
+        let mut by_content: FxHashMap<&str, usize> = FxHashMap::default();
         for (i, t) in tokens.iter().enumerate() {
             if t.id > super::vocab::MAX_ID {
                 return Err(Error::field(
                     what,
                     "added_tokens",
                     format!(
-                        "{:?} has id {}, above the supported {}",
-                        t.content,
+                        "{} has id {}, above the supported {}",
+                        excerpt(&t.content),
                         t.id,
                         super::vocab::MAX_ID
                     ),
@@ -100,24 +109,44 @@ impl AddedTokens {
                     format!("token id {} has empty content", t.id),
                 ));
             }
-            if let Some(other) = tokens[..i]
-                .iter()
-                .find(|o| o.content == t.content || o.id == t.id)
-            {
-                return Err(Error::field(
-                    what,
-                    "added_tokens",
-                    format!(
-                        "duplicate added token: {:?} (id {}) and {:?} (id {})",
-                        other.content, other.id, t.content, t.id
-                    ),
-                ));
+            // The first earlier token with the same content or id (the list's order).
+            let earlier = [by_content.get(t.content.as_str()), by_id.get(&t.id)];
+            if let Some(&o) = earlier.into_iter().flatten().min() {
+                return Err(duplicate(what, &tokens[o], t));
             }
-            starts[t.content.as_bytes()[0] as usize] = true;
+            by_content.insert(&t.content, i);
+            by_id.insert(t.id, i);
         }
         let mut by_length = tokens;
         by_length.sort_by(|a, b| b.content.len().cmp(&a.content.len()).then(a.id.cmp(&b.id)));
-        Ok(Self { by_length, starts })
+        let by_id = by_length
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.id, i))
+            .collect();
+        let by_content = by_length
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.content.clone(), i))
+            .collect();
+        let matcher = if by_length.is_empty() {
+            None
+        } else {
+            Some(
+                AhoCorasick::builder()
+                    .match_kind(MatchKind::LeftmostLongest)
+                    .build(by_length.iter().map(|t| t.content.as_bytes()))
+                    .map_err(|e| {
+                        Error::field(what, "added_tokens", format!("cannot index them: {e}"))
+                    })?,
+            )
+        };
+        Ok(Self {
+            by_length,
+            by_id,
+            by_content,
+            matcher,
+        })
     }
 
     pub fn is_empty(&self) -> bool {
@@ -137,15 +166,12 @@ impl AddedTokens {
 
     /// The added token with this id.
     pub fn get(&self, id: u32) -> Option<&AddedToken> {
-        self.by_length.iter().find(|t| t.id == id)
+        self.by_id.get(&id).map(|&i| &self.by_length[i])
     }
 
     /// The id of exactly this content, if it is an added token.
     pub fn id_of(&self, content: &str) -> Option<u32> {
-        self.by_length
-            .iter()
-            .find(|t| t.content == content)
-            .map(|t| t.id)
+        self.by_content.get(content).map(|&i| self.by_length[i].id)
     }
 
     /// Highest id among the added tokens.
@@ -153,39 +179,39 @@ impl AddedTokens {
         self.by_length.iter().map(|t| t.id).max()
     }
 
-    /// The added token starting exactly at byte `pos`, longest first.
-    fn match_at(&self, text: &str, pos: usize) -> Option<&AddedToken> {
-        let rest = &text.as_bytes()[pos..];
-        self.by_length
-            .iter()
-            .find(|t| rest.starts_with(t.content.as_bytes()))
-    }
-
-    /// Splits `text` into ordinary text and added tokens, leftmost first. Empty text
-    /// segments are left out.
+    /// Splits `text` into ordinary text and added tokens, leftmost first (the longest
+    /// token at a position wins). Empty text segments are left out.
     pub fn split<'a>(&self, text: &'a str) -> Vec<Segment<'a>> {
         let mut out = Vec::new();
-        let bytes = text.as_bytes();
-        let (mut start, mut pos) = (0usize, 0usize);
-        while pos < bytes.len() {
-            if self.starts[bytes[pos] as usize]
-                && let Some(t) = self.match_at(text, pos)
-            {
-                if start < pos {
-                    out.push(Segment::Text(&text[start..pos]));
+        let mut start = 0usize;
+        if let Some(m) = &self.matcher {
+            for hit in m.find_iter(text.as_bytes()) {
+                if start < hit.start() {
+                    out.push(Segment::Text(&text[start..hit.start()]));
                 }
-                out.push(Segment::Added(t.id));
-                pos += t.content.len();
-                start = pos;
-                continue;
+                out.push(Segment::Added(self.by_length[hit.pattern().as_usize()].id));
+                start = hit.end();
             }
-            pos += 1;
         }
-        if start < bytes.len() {
+        if start < text.len() {
             out.push(Segment::Text(&text[start..]));
         }
         out
     }
+}
+
+fn duplicate(what: &str, first: &AddedToken, again: &AddedToken) -> Error {
+    Error::field(
+        what,
+        "added_tokens",
+        format!(
+            "duplicate added token: {} (id {}) and {} (id {})",
+            excerpt(&first.content),
+            first.id,
+            excerpt(&again.content),
+            again.id
+        ),
+    )
 }
 
 #[cfg(test)]

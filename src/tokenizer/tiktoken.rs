@@ -3,7 +3,7 @@
 //! both the id and the merge priority ([`MergeRule::ByteRank`]).
 
 use super::vocab::{MergeRule, Vocab};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, excerpt};
 use base64::Engine;
 
 // ANCHOR: tiktoken_loader
@@ -25,17 +25,21 @@ pub fn parse_tiktoken(text: &[u8], what: &str) -> Result<Vocab> {
             return Err(Error::field(
                 what,
                 at(),
-                format!("expected `base64 rank`, got {line:?}"),
+                format!("expected `base64 rank`, got {}", excerpt(line)),
             ));
         };
-        let bytes = b64
-            .decode(token)
-            .map_err(|e| Error::field(what, at(), format!("invalid base64 {token:?}: {e}")))?;
+        let bytes = b64.decode(token).map_err(|e| {
+            Error::field(
+                what,
+                at(),
+                format!("invalid base64 {}: {e}", excerpt(token)),
+            )
+        })?;
         let rank: u32 = rank.parse().map_err(|_| {
             Error::field(
                 what,
                 at(),
-                format!("rank {rank:?} is not a non-negative integer"),
+                format!("rank {} is not a non-negative integer", excerpt(rank)),
             )
         })?;
         entries.push((bytes, rank));

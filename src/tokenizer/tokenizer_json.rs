@@ -3,9 +3,10 @@
 //! ([`MergeRule::Pairs`]), the added tokens, the normalizer and the pre-tokenizer's split
 //! pattern.
 
+use super::pretokenize::{SplitBehavior, SplitRule};
 use super::special::AddedToken;
 use super::vocab::{MergeRule, Vocab};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, excerpt, excerpt_json};
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 
@@ -41,6 +42,8 @@ pub struct HfParts {
     pub added: Vec<AddedToken>,
     /// The pre-tokenizer's split pattern.
     pub pattern: String,
+    /// Its behaviour and `invert` flag.
+    pub split: SplitRule,
     /// Whether the normalizer is NFC.
     pub nfc: bool,
 }
@@ -63,7 +66,10 @@ pub fn parse_tokenizer_json(doc: &Value, what: &str) -> Result<HfParts> {
         other => {
             return Err(field(
                 "model.type",
-                format!("only BPE is supported, got {other:?}"),
+                format!(
+                    "only BPE is supported, got {}",
+                    other.map_or("none".into(), excerpt)
+                ),
             ));
         }
     }
@@ -85,7 +91,7 @@ pub fn parse_tokenizer_json(doc: &Value, what: &str) -> Result<HfParts> {
         {
             return Err(field(
                 &format!("model.{f}"),
-                format!("{s:?} is not supported"),
+                format!("{} is not supported", excerpt(s)),
             ));
         }
     }
@@ -106,12 +112,16 @@ pub fn parse_tokenizer_json(doc: &Value, what: &str) -> Result<HfParts> {
         let id = id
             .as_u64()
             .filter(|&i| i < u32::MAX as u64)
-            .ok_or_else(|| field("model.vocab", format!("{s:?}: id {id} is not a valid id")))?
-            as u32;
+            .ok_or_else(|| {
+                field(
+                    "model.vocab",
+                    format!("{}: id {} is not a valid id", excerpt(s), excerpt_json(id)),
+                )
+            })? as u32;
         let bytes = unicode_to_bytes(s, &inverse).ok_or_else(|| {
             field(
                 "model.vocab",
-                format!("{s:?} is not in the byte-level alphabet"),
+                format!("{} is not in the byte-level alphabet", excerpt(s)),
             )
         })?;
         by_string.insert(s.as_str(), id);
@@ -132,7 +142,7 @@ pub fn parse_tokenizer_json(doc: &Value, what: &str) -> Result<HfParts> {
                     _ => {
                         return Err(field(
                             "model.merges",
-                            format!("merge {rank}: {s:?} is not `left right`"),
+                            format!("merge {rank}: {} is not `left right`", excerpt(s)),
                         ));
                     }
                 }
@@ -151,7 +161,7 @@ pub fn parse_tokenizer_json(doc: &Value, what: &str) -> Result<HfParts> {
             by_string.get(t).copied().ok_or_else(|| {
                 field(
                     "model.merges",
-                    format!("merge {rank}: {t:?} is not in the vocabulary"),
+                    format!("merge {rank}: {} is not in the vocabulary", excerpt(t)),
                 )
             })
         };
@@ -212,7 +222,10 @@ pub fn parse_tokenizer_json(doc: &Value, what: &str) -> Result<HfParts> {
                     other => {
                         return Err(field(
                             "normalizer",
-                            format!("only NFC is supported, got {other:?}"),
+                            format!(
+                                "only NFC is supported, got {}",
+                                other.map_or("none".into(), excerpt)
+                            ),
                         ));
                     }
                 }
@@ -221,17 +234,20 @@ pub fn parse_tokenizer_json(doc: &Value, what: &str) -> Result<HfParts> {
         }
     };
 
-    let pattern = pre_tokenizer_pattern(doc.get("pre_tokenizer").unwrap_or(&Value::Null), what)?;
+    let (pattern, split) =
+        pre_tokenizer_pattern(doc.get("pre_tokenizer").unwrap_or(&Value::Null), what)?;
     Ok(HfParts {
         vocab,
         added,
         pattern,
+        split,
         nfc,
     })
 }
 
-/// The split pattern of a `Split` + `ByteLevel` (or a lone `ByteLevel`) pre-tokenizer.
-fn pre_tokenizer_pattern(pre: &Value, what: &str) -> Result<String> {
+/// The split pattern and rule of a `Split` + `ByteLevel` (or a lone `ByteLevel`, whose
+/// GPT-2 pattern splits the Isolated way) pre-tokenizer.
+fn pre_tokenizer_pattern(pre: &Value, what: &str) -> Result<(String, SplitRule)> {
     let field = |p: String| Error::field(what, "pre_tokenizer", p);
     let list: Vec<&Value> = match pre.get("type").and_then(Value::as_str) {
         Some("Sequence") => pre
@@ -247,24 +263,39 @@ fn pre_tokenizer_pattern(pre: &Value, what: &str) -> Result<String> {
         }
     };
     let mut pattern = None;
+    let mut rule = SplitRule::default();
     let mut byte_level = false;
     for p in list {
         match p.get("type").and_then(Value::as_str) {
             Some("Split") => {
                 let pat = p.get("pattern");
-                let regex = pat
-                    .and_then(|v| v.get("Regex"))
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| field("Split: only a Regex pattern is supported".into()))?;
-                let behavior = p.get("behavior").and_then(Value::as_str);
-                if behavior != Some("Isolated")
-                    || p.get("invert").and_then(Value::as_bool) == Some(true)
-                {
-                    return Err(field(format!(
-                        "Split: only behavior Isolated without invert is supported, got {behavior:?}"
-                    )));
+                // A string pattern matches itself literally (`tokenizers` escapes it).
+                let regex = match (
+                    pat.and_then(|v| v.get("Regex")).and_then(Value::as_str),
+                    pat.and_then(|v| v.get("String")).and_then(Value::as_str),
+                ) {
+                    (Some(r), _) => r.to_string(),
+                    (None, Some(s)) if !s.is_empty() => fancy_regex::escape(s).into_owned(),
+                    _ => {
+                        return Err(field(
+                            "Split: the pattern must be {\"Regex\": ...} or a non-empty {\"String\": ...}"
+                                .into(),
+                        ));
+                    }
+                };
+                let name = p.get("behavior").and_then(Value::as_str).unwrap_or("");
+                let behavior = SplitBehavior::parse(name).ok_or_else(|| {
+                    field(format!(
+                        "Split: unknown behavior {} (Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous)",
+                        excerpt(name)
+                    ))
+                })?;
+                if pattern.is_some() {
+                    return Err(field("more than one Split step is not supported".into()));
                 }
-                pattern = Some(regex.to_string());
+                let invert = p.get("invert").and_then(Value::as_bool).unwrap_or(false);
+                rule = SplitRule { behavior, invert };
+                pattern = Some(regex);
             }
             Some("ByteLevel") => {
                 if p.get("add_prefix_space").and_then(Value::as_bool) == Some(true) {
@@ -280,7 +311,12 @@ fn pre_tokenizer_pattern(pre: &Value, what: &str) -> Result<String> {
                 }
                 byte_level = true;
             }
-            other => return Err(field(format!("unsupported pre-tokenizer {other:?}"))),
+            other => {
+                return Err(field(format!(
+                    "unsupported pre-tokenizer {}",
+                    other.map_or("none".into(), excerpt)
+                )));
+            }
         }
     }
     if !byte_level {
@@ -288,7 +324,8 @@ fn pre_tokenizer_pattern(pre: &Value, what: &str) -> Result<String> {
             "no ByteLevel step (only byte-level BPE is supported)".into(),
         ));
     }
-    pattern.ok_or_else(|| field("no split pattern".into()))
+    let pattern = pattern.ok_or_else(|| field("no split pattern".into()))?;
+    Ok((pattern, rule))
 }
 
 #[cfg(test)]

@@ -72,7 +72,7 @@ impl Vocab {
                 return Err(Error::field(
                     what,
                     format!("id {id}"),
-                    format!("duplicate id: {:?} and {:?}", show(prev), show(&bytes)),
+                    format!("duplicate id: {} and {}", show(prev), show(&bytes)),
                 ));
             }
             let bytes: Box<[u8]> = bytes.into_boxed_slice();
@@ -80,7 +80,7 @@ impl Vocab {
                 return Err(Error::field(
                     what,
                     format!("id {id}"),
-                    format!("token {:?} also has id {prev}", show(&bytes)),
+                    format!("token {} also has id {prev}", show(&bytes)),
                 ));
             }
             tokens[id as usize] = Some(bytes);
@@ -155,6 +155,7 @@ impl Vocab {
     }
 }
 
+/// A token's bytes as messages quote them (cut short if long).
 fn show(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+    crate::error::excerpt(&String::from_utf8_lossy(b))
 }
