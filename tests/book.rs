@@ -544,3 +544,91 @@ fn chapter3_numbers() {
     assert_eq!(memory::kv_cache_bytes_per_token(48, 4, 128, 2), 98_304);
     assert_eq!(memory::kv_cache_bytes(32_768, 48, 4, 128, 2), 3 << 30);
 }
+
+// ------------------------------------------------------------------ (e) rendering
+
+const ERRATUM_OPEN: &str = "<div class=\"erratum\"><strong>Erratum</strong>";
+
+/// A page rendered to HTML the way mdBook renders it (pulldown-cmark with mdBook's
+/// extensions; preprocessors such as KaTeX aside).
+fn render(markdown: &str) -> String {
+    use pulldown_cmark::{Options, Parser, html};
+    let options = Options::ENABLE_TABLES
+        | Options::ENABLE_FOOTNOTES
+        | Options::ENABLE_STRIKETHROUGH
+        | Options::ENABLE_TASKLISTS
+        | Options::ENABLE_HEADING_ATTRIBUTES;
+    let mut out = String::new();
+    html::push_html(&mut out, Parser::new_ext(markdown, options));
+    out
+}
+
+/// An Erratum box is raw HTML around Markdown. CommonMark ends an HTML block at the first
+/// blank line and passes everything before it through as it is, so the opening line must
+/// hold only the tags and be followed by a blank line (and `</div>` stand alone after
+/// one); otherwise the box's ids show as literal backticks and its maths as raw `$`.
+#[test]
+fn erratum_boxes_render_their_markdown() {
+    let mut boxes = 0;
+    for (page, text) in pages() {
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if !line.contains("<div class=\"erratum\">") {
+                continue;
+            }
+            let at = format!("{}:{}", name(&page), i + 1);
+            assert_eq!(
+                line.trim_end(),
+                ERRATUM_OPEN,
+                "{at}: an Erratum box opens with `{ERRATUM_OPEN}` alone on its line"
+            );
+            assert!(
+                lines.get(i + 1).is_some_and(|l| l.trim().is_empty()),
+                "{at}: a blank line must follow the opening tags, or the box's Markdown stays raw"
+            );
+            let close = (i + 1..lines.len())
+                .find(|&j| lines[j].contains("</div>"))
+                .unwrap_or_else(|| panic!("{at}: the box is not closed"));
+            assert!(
+                lines[close].trim() == "</div>" && lines[close - 1].trim().is_empty(),
+                "{}:{}: `</div>` must stand alone after a blank line",
+                name(&page),
+                close + 1
+            );
+            boxes += 1;
+        }
+        // What the reader sees: inside every box, code spans became <code> and no
+        // backtick is left over.
+        let html = render(&text);
+        for rendered in html.split("<div class=\"erratum\">").skip(1) {
+            let body = rendered.split("</div>").next().unwrap_or("");
+            assert!(
+                !body.contains('`'),
+                "{}: an Erratum box renders literal backticks:\n{body}",
+                name(&page)
+            );
+        }
+        let source_boxes: Vec<&str> = text
+            .split("<div class=\"erratum\">")
+            .skip(1)
+            .map(|b| b.split("</div>").next().unwrap_or(""))
+            .collect();
+        for b in source_boxes {
+            for (_, l) in prose_lines(b) {
+                for span in code_spans(l) {
+                    let escaped = span
+                        .replace('&', "&amp;")
+                        .replace('<', "&lt;")
+                        .replace('>', "&gt;")
+                        .replace('"', "&quot;");
+                    assert!(
+                        html.contains(&format!("<code>{escaped}</code>")),
+                        "{}: `{span}` in an Erratum box does not render as code",
+                        name(&page)
+                    );
+                }
+            }
+        }
+    }
+    assert!(boxes >= 10, "expected the book's Erratum boxes, found {boxes}");
+}
