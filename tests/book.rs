@@ -630,5 +630,92 @@ fn erratum_boxes_render_their_markdown() {
             }
         }
     }
-    assert!(boxes >= 10, "expected the book's Erratum boxes, found {boxes}");
+    assert!(
+        boxes >= 10,
+        "expected the book's Erratum boxes, found {boxes}"
+    );
+}
+
+/// The CJK ranges of scripts/gen_cjk_font.py (keep the two lists the same).
+fn is_cjk(c: char) -> bool {
+    const RANGES: &[(u32, u32)] = &[
+        (0x1100, 0x11FF),
+        (0x2E80, 0x2FDF),
+        (0x3000, 0x303F),
+        (0x3040, 0x30FF),
+        (0x3100, 0x31FF),
+        (0x3400, 0x4DBF),
+        (0x4E00, 0x9FFF),
+        (0xAC00, 0xD7AF),
+        (0xF900, 0xFAFF),
+        (0xFE30, 0xFE4F),
+        (0xFF00, 0xFFEF),
+        (0x20000, 0x3FFFF),
+    ];
+    RANGES
+        .iter()
+        .any(|&(lo, hi)| (lo..=hi).contains(&(c as u32)))
+}
+
+/// Every Markdown file under book/src, generated tables included.
+fn all_markdown(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).expect("readable book/src") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            all_markdown(&path, out);
+        } else if path.extension().is_some_and(|x| x == "md") {
+            out.push(path);
+        }
+    }
+}
+
+/// The Chinese titles render on a machine without CJK fonts because the book ships a
+/// subset font (book/src/fonts/, scripts/gen_cjk_font.py) that book/theme/cjk.css loads.
+/// Both faces' cmaps must map every CJK character the book uses to a real glyph.
+#[test]
+fn every_cjk_character_of_the_book_is_in_the_font() {
+    let mut files = Vec::new();
+    all_markdown(&book_src(), &mut files);
+    let mut used = BTreeSet::new();
+    for f in &files {
+        used.extend(
+            fs::read_to_string(f)
+                .expect("readable")
+                .chars()
+                .filter(|&c| is_cjk(c)),
+        );
+    }
+    assert!(
+        used.len() > 100,
+        "only {} CJK characters in the book",
+        used.len()
+    );
+    for face in ["anatomy-cjk-regular.otf", "anatomy-cjk-bold.otf"] {
+        let path = book_src().join("fonts").join(face);
+        let data = fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let font = ttf_parser::Face::parse(&data, 0).expect("an OpenType font");
+        let missing: String = used
+            .iter()
+            .filter(|&&c| font.glyph_index(c).is_none_or(|g| g.0 == 0))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{face} lacks {} CJK characters of book/src: {missing}\n\
+             regenerate it with `python3 scripts/gen_cjk_font.py`",
+            missing.chars().count()
+        );
+    }
+    // The stylesheet that loads the fonts is the one book.toml lists.
+    let toml = fs::read_to_string(book_src().join("../book.toml")).expect("book.toml");
+    assert!(
+        toml.contains("\"theme/cjk.css\""),
+        "book.toml must list theme/cjk.css"
+    );
+    let css = fs::read_to_string(book_src().join("../theme/cjk.css")).expect("cjk.css");
+    for face in ["anatomy-cjk-regular.otf", "anatomy-cjk-bold.otf"] {
+        assert!(
+            css.contains(&format!("url(\"../fonts/{face}\")")),
+            "cjk.css must load {face}"
+        );
+    }
 }
