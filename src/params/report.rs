@@ -15,7 +15,6 @@ pub fn report_file(path: &Path) -> Result<ParamReport> {
     Ok(count(&ModelConfig::from_file(path)?))
 }
 
-// ANCHOR: architecture
 /// S1's first question: how positions enter the model.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PositionAnswer {
@@ -67,6 +66,7 @@ pub struct Architecture {
     pub answers: [String; 3],
 }
 
+// ANCHOR: architecture
 /// Reads the three answers from a config.json: the RoPE settings as chapter 3 reads them
 /// ([`RopeConfig::from_model_config`]), the MoE settings as [`ModelConfig`] reads them.
 pub fn architecture(v: &Value, what: &str) -> Result<Architecture> {
@@ -151,6 +151,8 @@ pub fn architecture(v: &Value, what: &str) -> Result<Architecture> {
     })
 }
 
+// ANCHOR_END: architecture
+
 fn position_line(p: &PositionAnswer) -> String {
     let dims = if p.rotary_dims == p.qk_head_dim {
         format!("all {} dims of a query/key head rotate", p.qk_head_dim)
@@ -217,7 +219,6 @@ fn ffn_line(f: &FfnAnswer) -> String {
         f.experts_per_token, f.routed_experts, f.moe_layers
     )
 }
-// ANCHOR_END: architecture
 
 /// `1000000.0` → `1,000,000`; `0.5` → `0.5`.
 fn number(x: f64) -> String {
