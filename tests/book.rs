@@ -719,3 +719,93 @@ fn every_cjk_character_of_the_book_is_in_the_font() {
         );
     }
 }
+
+// ------------------------------------------------------------------ (f) more derived numbers
+
+#[test]
+fn chapter4_numbers() {
+    use llm_anatomy::kernels::rmsnorm;
+    // §4.5, "[Glitch] 什么意思": what Qwen2.5-7B's pre-attention RMSNorm (ε = 1e-6,
+    // d = 3,584, γ = 1) makes of the source's six rows, in the library's kernel (f32, a
+    // seeded random direction scaled to each norm) and in closed form.
+    let (d, eps) = (3584usize, 1e-6f64);
+    let ordinary = (d as f64).sqrt();
+    assert_eq!(rounded(ordinary, 2), 59.87);
+    let direction = llm_anatomy::rand::random_tokens(1, d, 12);
+    let direction: Vec<f32> = direction.iter().copied().collect();
+    let len = direction
+        .iter()
+        .map(|&v| (v as f64).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    let gamma = vec![1.0f32; d];
+    let table = [
+        (0.0150, 14.55, 0.243),
+        (0.0213, 20.07, 0.335),
+        (0.0263, 24.08, 0.402),
+        (0.0295, 26.46, 0.442),
+        (0.0899, 49.83, 0.832),
+        (0.1211, 53.67, 0.896),
+    ];
+    for (norm, after, share) in table {
+        let closed = norm / (norm * norm / d as f64 + eps).sqrt();
+        let row: Vec<f32> = direction
+            .iter()
+            .map(|&v| (v as f64 * norm / len) as f32)
+            .collect();
+        let mut out = vec![0f32; d];
+        rmsnorm(&row, &gamma, eps as f32, &mut out);
+        let kernel = out.iter().map(|&v| (v as f64).powi(2)).sum::<f64>().sqrt();
+        for (what, value) in [("closed form", closed), ("kernel", kernel)] {
+            assert_eq!(rounded(value, 2), after, "{what}, norm {norm}");
+            assert_eq!(rounded(value / ordinary, 3), share, "{what}, norm {norm}");
+        }
+    }
+    // The smallest row: mean square 6.28e-8, ε 16 times larger, scaled up 970-fold.
+    let ms = 0.015f64 * 0.015 / d as f64;
+    assert_eq!(rounded(ms * 1e8, 2), 6.28);
+    assert_eq!((eps / ms).round(), 16.0);
+    assert_eq!((1.0 / (ms + eps).sqrt()).round(), 970.0);
+}
+
+#[test]
+fn chapter1_no_parameters_numbers() {
+    // §1.7, S1 Q1 ②: a learned absolute table for Qwen3-30B-A3B's context would hold
+    // max_position_embeddings × hidden_size = 40,960 × 2,048 = 83,886,080 parameters.
+    let text = fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("data/configs/qwen3-30b-a3b.json"),
+    )
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let (positions, hidden) = (
+        v["max_position_embeddings"].as_u64().unwrap(),
+        v["hidden_size"].as_u64().unwrap(),
+    );
+    assert_eq!((positions, hidden), (40_960, 2048));
+    assert_eq!(positions * hidden, 83_886_080);
+    // RoPE's own numbers are computed, not stored: d/2 = 64 frequencies from the base.
+    assert_eq!(rope::inv_freq(128, 1e6).len(), 64);
+}
+
+#[test]
+fn synthesis_numbers() {
+    use llm_anatomy::params::{bundled, count};
+    // "4K → 1M": 4,096 → 1,048,576 is 256×; DeepSeek-V3's YaRN covers 40× (4,096 → 163,840).
+    assert_eq!(1_048_576 / 4096, 256);
+    assert_eq!(163_840 / 4096, 40);
+    // "13B cost ↔ 671B capacity": Mixtral's active count and DeepSeek-V3's total.
+    let b = |x: u64| rounded(x as f64 / 1e9, 1);
+    let mixtral = count(&bundled("mixtral-8x7b").unwrap());
+    let deepseek = count(&bundled("deepseek-v3").unwrap());
+    let qwen = count(&bundled("qwen3-30b-a3b").unwrap());
+    assert_eq!((b(mixtral.active), b(mixtral.total)), (12.9, 46.7));
+    assert_eq!((b(deepseek.total), b(deepseek.active)), (671.0, 37.6));
+    let ratio = |r: &llm_anatomy::params::ParamReport| rounded(r.total as f64 / r.active as f64, 1);
+    assert_eq!(
+        (ratio(&mixtral), ratio(&qwen), ratio(&deepseek)),
+        (3.6, 9.1, 17.9)
+    );
+    // The troubleshooting table: Mixtral's FP16 weights, PI's resolution at s = 8.
+    assert_eq!(rounded(mixtral.bytes_bf16 as f64 / 1e9, 1), 93.4);
+    assert_eq!(rope::inv_freq(128, 1e4)[0] / 8.0, 0.125);
+}
