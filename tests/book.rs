@@ -188,11 +188,11 @@ fn every_anchor_in_src_is_included_by_a_page() {
             let text = fs::read_to_string(&path).expect("readable source");
             let canonical = path.canonicalize().expect("canonical path");
             for (i, line) in text.lines().enumerate() {
-                if let Some(anchor) = line.trim().strip_prefix("// ANCHOR: ") {
-                    if !included.contains(&(canonical.clone(), anchor.trim().to_string())) {
-                        let rel = path.strip_prefix(root).unwrap().display().to_string();
-                        orphans.push(format!("{rel}:{}: ANCHOR: {anchor}", i + 1));
-                    }
+                if let Some(anchor) = line.trim().strip_prefix("// ANCHOR: ")
+                    && !included.contains(&(canonical.clone(), anchor.trim().to_string()))
+                {
+                    let rel = path.strip_prefix(root).unwrap().display().to_string();
+                    orphans.push(format!("{rel}:{}: ANCHOR: {anchor}", i + 1));
                 }
             }
         }
@@ -763,7 +763,7 @@ fn chapter4_numbers() {
     }
     // The smallest row: mean square 6.28e-8, ε 16 times larger, scaled up 970-fold.
     let ms = 0.015f64 * 0.015 / d as f64;
-    assert_eq!(rounded(ms * 1e8, 2), 6.28);
+    assert_eq!((ms * 1e10).round(), 628.0); // 6.28e-8
     assert_eq!((eps / ms).round(), 16.0);
     assert_eq!((1.0 / (ms + eps).sqrt()).round(), 970.0);
 }
