@@ -157,12 +157,12 @@ fn run_in_pool(dir: &Path, opts: &BenchOptions) -> Result<BenchReport> {
     for _ in 0..opts.reps {
         session.cache.clear();
         let t0 = Instant::now();
-        let logits = model.step(&mut session, &prompt, Logits::Last)?;
+        let logits = model.forward(&mut session, &prompt, Logits::Last, None)?;
         prefill_runs.push(opts.prompt_len as f64 / t0.elapsed().as_secs_f64());
         let mut next = crate::qwen3::generate::argmax(logits) as u32;
         let t1 = Instant::now();
         for _ in 0..opts.gen_tokens {
-            let logits = model.step(&mut session, &[next], Logits::Last)?;
+            let logits = model.forward(&mut session, &[next], Logits::Last, None)?;
             next = crate::qwen3::generate::argmax(logits) as u32;
         }
         decode_runs.push(opts.gen_tokens as f64 / t1.elapsed().as_secs_f64());

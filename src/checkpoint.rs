@@ -1,5 +1,6 @@
 //! Hugging Face checkpoints on disk: memory-mapped safetensors files, a single
-//! `model.safetensors` or shards listed in `model.safetensors.index.json`.
+//! `model.safetensors` or shards listed in `model.safetensors.index.json`. Chapter 9 loads
+//! the model through it (source S0 5.5); chapter 4's glitch screen reads embeddings with it.
 //!
 //! A safetensors file is an 8-byte little-endian header length `N`, `N` bytes of JSON
 //! mapping each tensor name to `{"dtype", "shape", "data_offsets": [begin, end]}` (offsets
@@ -456,7 +457,6 @@ fn parse_header(path: &Path, bytes: &[u8]) -> Result<Vec<(String, TensorInfo, us
 }
 // ANCHOR_END: header
 
-// ANCHOR: access
 impl Checkpoint {
     /// The directory the checkpoint was opened from.
     pub fn dir(&self) -> &Path {
@@ -618,7 +618,6 @@ impl Checkpoint {
         })
     }
 }
-// ANCHOR_END: access
 
 /// Reinterprets little-endian bytes as `T` without copying, when they are aligned for `T`
 /// and the host is little-endian. `bytemuck` checks size and alignment, so no `unsafe`.

@@ -1,5 +1,6 @@
 //! The library's error type. Every variant names what was wrong and where, so the CLI can
-//! print it as is and exit with code 2 (bad input) or 1 (internal failure).
+//! print it as is and exit with code 2 (bad input) or 1 (internal failure). Every chapter
+//! returns it; chapter 9's checkpoint problems are typed ([`CheckpointProblem`]).
 
 use std::path::PathBuf;
 

@@ -4,7 +4,7 @@
 //! [`Fields`] pairs a document with the name errors give it, so every problem comes out as
 //! [`Error::Field`]: file, field, what is wrong. A field set to `null` counts as absent, as
 //! transformers' config classes treat it. Every number read passes through one of two
-//! private conversions, [`to_int`] and [`to_f64`], so limits on sizes belong there and
+//! private conversions, `to_int` and `to_f64`, so limits on sizes belong there and
 //! nowhere else.
 
 use crate::error::{Error, Result};

@@ -232,7 +232,11 @@ fn no_two_sibling_files_import_each_other() {
             }
         }
     }
-    assert!(bad.is_empty(), "sibling files importing each other:\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "sibling files importing each other:\n{}",
+        bad.join("\n")
+    );
 }
 
 #[test]
@@ -244,13 +248,51 @@ fn no_source_file_is_over_800_lines() {
             long.push(format!("{} has {n} lines", file.display()));
         }
     }
-    assert!(long.is_empty(), "files over {MAX_LINES} lines:\n{}", long.join("\n"));
+    assert!(
+        long.is_empty(),
+        "files over {MAX_LINES} lines:\n{}",
+        long.join("\n")
+    );
+}
+
+/// Every top-level module says which chapter it is (or which chapters it serves), and a
+/// chapter module which section of the sources it follows.
+#[test]
+fn every_module_doc_names_its_chapter() {
+    let mut bad = Vec::new();
+    for (module, f) in FLOORS {
+        let dir = src().join(module).join("mod.rs");
+        let file = if dir.is_file() {
+            dir
+        } else {
+            src().join(format!("{module}.rs"))
+        };
+        let Ok(text) = fs::read_to_string(&file) else {
+            continue; // a floor reserved for a module that has not landed yet
+        };
+        let doc: String = text
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let names_chapter = doc.to_lowercase().contains("chapter");
+        let names_source = ["S0", "S1", "source"].iter().any(|s| doc.contains(s));
+        let chapter_floor = (1..=2).contains(f);
+        if !names_chapter || (chapter_floor && !names_source) {
+            bad.push(format!("{}", file.strip_prefix(src()).unwrap().display()));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "module docs that do not name their chapter (and, for chapters, the source section): {bad:?}"
+    );
 }
 
 /// The checker itself: grouped imports and prefixes inside longer names.
 #[test]
 fn references_are_read_right() {
-    let text = "use crate::{kernels::dot, moe};\nlet x = my_crate::params::f();\ncrate::qwen3::Model";
+    let text =
+        "use crate::{kernels::dot, moe};\nlet x = my_crate::params::f();\ncrate::qwen3::Model";
     let got: Vec<String> = referenced(text, "crate::").into_iter().collect();
     assert_eq!(got, ["kernels", "moe", "qwen3"]);
     assert_eq!(code("a // crate::x\nb"), "a \nb");

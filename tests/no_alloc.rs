@@ -51,15 +51,21 @@ fn decode_steps_do_not_allocate() {
     let model = Model::new(config, &ckpt).unwrap();
     let mut session = model.session(64).unwrap();
     let prompt: Vec<u32> = (0..16).map(|i| 1000 + 37 * i).collect();
-    let logits = model.step(&mut session, &prompt, Logits::Last).unwrap();
+    let logits = model
+        .forward(&mut session, &prompt, Logits::Last, None)
+        .unwrap();
     let mut next = llm_anatomy::qwen3::generate::argmax(logits) as u32;
     next = llm_anatomy::qwen3::generate::argmax(
-        model.step(&mut session, &[next], Logits::Last).unwrap(),
+        model
+            .forward(&mut session, &[next], Logits::Last, None)
+            .unwrap(),
     ) as u32;
     let mut produced = Vec::with_capacity(8);
     let n = allocations_during(|| {
         for _ in 0..8 {
-            let logits = model.step(&mut session, &[next], Logits::Last).unwrap();
+            let logits = model
+                .forward(&mut session, &[next], Logits::Last, None)
+                .unwrap();
             next = llm_anatomy::qwen3::generate::argmax(logits) as u32;
             produced.push(next);
         }

@@ -170,18 +170,22 @@ fn decode_with_the_cache_equals_one_prefill() {
         let full = model.logits(&exp.prompt).unwrap().logits;
         let mut session = model.session(exp.prompt.len()).unwrap();
         let first = model
-            .forward(&mut session, &exp.prompt[..5], Logits::All)
+            .forward_routed(&mut session, &exp.prompt[..5], Logits::All)
             .unwrap();
         assert!(max_abs_diff(&first.logits, &full[..5 * vocab]) < 1e-5);
         for t in 5..exp.prompt.len() {
             let step = model
-                .forward(&mut session, &exp.prompt[t..t + 1], Logits::Last)
+                .forward_routed(&mut session, &exp.prompt[t..t + 1], Logits::Last)
                 .unwrap();
             let d = max_abs_diff(&step.logits, &full[t * vocab..(t + 1) * vocab]);
             assert!(d < 1e-5, "{case}: position {t} differs by {d:e}");
         }
         // The cache is now full: one more token is an error, not a panic.
-        assert!(model.forward(&mut session, &[0], Logits::Last).is_err());
+        assert!(
+            model
+                .forward(&mut session, &[0], Logits::Last, None)
+                .is_err()
+        );
     }
 }
 

@@ -15,16 +15,22 @@ fn fixture(name: &str) -> Value {
     serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap()
 }
 
+/// The Qwen vocabulary without NFC: tiktoken's raw behaviour.
 fn qwen() -> &'static Tokenizer {
-    static T: OnceLock<Tokenizer> = OnceLock::new();
-    T.get_or_init(|| Tokenizer::qwen().unwrap())
-}
-
-fn qwen_nfc() -> &'static Tokenizer {
     static T: OnceLock<Tokenizer> = OnceLock::new();
     T.get_or_init(|| {
         let mut t = Tokenizer::qwen().unwrap();
-        t.nfc = true;
+        t.nfc = false;
+        t
+    })
+}
+
+/// The Qwen vocabulary as it loads: NFC first, as Qwen's own tokenizers do.
+fn qwen_nfc() -> &'static Tokenizer {
+    static T: OnceLock<Tokenizer> = OnceLock::new();
+    T.get_or_init(|| {
+        let t = Tokenizer::qwen().unwrap();
+        assert!(t.nfc, "the Qwen vocabulary normalises to NFC by default");
         t
     })
 }
@@ -431,6 +437,45 @@ fn ids_past_the_vocabulary_and_empty_input() {
 }
 
 // ------------------------------------------------------------------ the CLI
+
+/// `anatomy tokenize` gives Qwen's ids (Hugging Face's, NFC first) with no flag, and
+/// tiktoken's raw ids with `--no-nfc`, on every non-NFC case of the fixture.
+#[test]
+fn cli_tokenize_is_nfc_by_default_and_raw_with_no_nfc() {
+    let exe = env!("CARGO_BIN_EXE_anatomy");
+    let vocab = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/qwen.tiktoken");
+    let tokenize = |extra: &[&str], text: &str| -> Vec<u32> {
+        let out = std::process::Command::new(exe)
+            .args(["tokenize", "--vocab"])
+            .arg(&vocab)
+            .arg("--json")
+            .args(extra)
+            .args(["--", text])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        ids(&v["ids"])
+    };
+    let mut checked = 0;
+    for c in cases("encode.json") {
+        let text = c["text"].as_str().unwrap();
+        if c["category"] != "non-nfc" || text.contains('\0') {
+            continue;
+        }
+        if c["ids"] == c["hf_ids"] {
+            continue; // NFC leaves this one as it is (a lone combining mark)
+        }
+        assert_eq!(tokenize(&[], text), ids(&c["hf_ids"]), "{text:?}");
+        assert_eq!(tokenize(&["--no-nfc"], text), ids(&c["ids"]), "{text:?}");
+        checked += 1;
+    }
+    assert!(checked >= 3, "{checked} cases where NFC changes the ids");
+}
 
 #[test]
 fn cli_tokenize_equals_tiktoken_and_rejects_bad_input() {

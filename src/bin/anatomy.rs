@@ -53,10 +53,13 @@ enum Command {
         /// {"ids": [...]} on stdout.
         #[arg(long)]
         json: bool,
-        /// Put the text in Unicode NFC first, as Hugging Face's Qwen tokenizer does
-        /// (a tokenizer.json with an NFC normalizer does this by itself).
-        #[arg(long)]
+        /// Put text in Unicode NFC first even when the vocabulary has no normaliser (a
+        /// tiktoken file and Qwen's tokenizer.json already do).
+        #[arg(long, conflicts_with = "no_nfc")]
         nfc: bool,
+        /// Skip NFC: tiktoken's raw ids, which differ from Qwen's on text not in NFC.
+        #[arg(long)]
+        no_nfc: bool,
         text: String,
     },
     /// The text of comma-separated token ids (invalid UTF-8 shown as U+FFFD).
@@ -292,10 +295,11 @@ fn run(command: Command) -> anyhow::Result<()> {
             vocab,
             json,
             nfc,
+            no_nfc,
             text,
         } => {
             let mut tok = tokenizer::Tokenizer::from_file(&vocab)?;
-            tok.nfc |= nfc;
+            tok.nfc = (tok.nfc || nfc) && !no_nfc;
             let ids = tok.encode(&text)?;
             if json {
                 println!("{}", serde_json::json!({ "ids": ids }));

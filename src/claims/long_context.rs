@@ -5,8 +5,8 @@
 
 use super::position::{BASE, D};
 use super::{Entry, Outcome, Status, outcome};
-use crate::long_context::{attention, lost_in_middle, memory, scaling};
 use crate::kernels::attention::{Mask, naive_attention};
+use crate::long_context::{attention, lost_in_middle, memory, scaling};
 use crate::position::rope;
 
 const QWEN3_CONFIG: &str = include_str!("../../data/configs/qwen3-30b-a3b.json");

@@ -1,6 +1,7 @@
 //! Chapter 3's figures (source S0 5.2): wavelength per plane under PI, NTK-aware and YaRN,
 //! and YaRN's ramp between the bands.
 
+use super::line_key;
 use super::{Area, BASE, D, DrawResult, draw_legend};
 use crate::long_context::scaling::{self, RopeConfig, RopeScaling};
 use crate::position::rope;
@@ -54,9 +55,7 @@ pub(super) fn scaling_wavelengths(root: &Area) -> DrawResult {
                 color.stroke_width(2),
             ))?
             .label(label)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+            .legend(line_key(color.stroke_width(2)));
     }
     chart
         .draw_series(DashedLineSeries::new(
@@ -66,7 +65,7 @@ pub(super) fn scaling_wavelengths(root: &Area) -> DrawResult {
             MAGENTA.stroke_width(2),
         ))?
         .label("training length 4096")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], MAGENTA.stroke_width(2)));
+        .legend(line_key(MAGENTA.stroke_width(2)));
     draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     Ok(())
 }
@@ -99,7 +98,7 @@ pub(super) fn yarn_ramp(root: &Area) -> DrawResult {
             RED.stroke_width(2),
         ))?
         .label("d = 128, base 10000, original 4096, β_fast 32, β_slow 1")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED.stroke_width(2)));
+        .legend(line_key(RED.stroke_width(2)));
     chart.draw_series(
         ramp.iter()
             .enumerate()

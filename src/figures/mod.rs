@@ -1,4 +1,6 @@
-//! Every figure of the book, one function each, drawn with plotters into SVG.
+//! Every figure of the book, one function each, drawn with plotters into SVG; one file per
+//! chapter (1–2 position, 3 long context, 4 tokenizer, 5 MoE, 6 parameters, 7 optimisers,
+//! 9 the forward pass), each plotting what its chapter computes from the source's sections.
 //! `anatomy figures` (and `anatomy tour`) write them into `figures/`; notebooks show
 //! them inline with [`show`]. Text needs a registered font, so the DejaVu Sans face is
 //! compiled in: no system font is needed.
@@ -129,7 +131,7 @@ pub fn render_svg(name: &str) -> Result<String> {
 
 /// Writes every figure as `DIR/<name>.svg` and returns the paths.
 pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+    std::fs::create_dir_all(dir).map_err(|source| Error::Write {
         path: dir.to_path_buf(),
         source,
     })?;
@@ -137,13 +139,20 @@ pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>> {
         .iter()
         .map(|f| {
             let path = dir.join(format!("{}.svg", f.name));
-            std::fs::write(&path, render_svg(f.name)?).map_err(|source| Error::Io {
+            std::fs::write(&path, render_svg(f.name)?).map_err(|source| Error::Write {
                 path: path.clone(),
                 source,
             })?;
             Ok(path)
         })
         .collect()
+}
+
+/// A legend key for a line series: a 20-pixel stroke in the series' own style.
+fn line_key<S: Into<ShapeStyle> + Clone>(
+    style: S,
+) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style.clone())
 }
 
 /// The legend box every chart uses: translucent white, black border.

@@ -1,6 +1,7 @@
 //! Chapter 7's figures (source S0 5.6): what Newton–Schulz does to a singular value, and
 //! the measured Muon / Adam / SGD demo (loss curves and learning-rate sweeps).
 
+use super::line_key;
 use super::{Area, DrawResult, draw_legend};
 use plotters::prelude::*;
 
@@ -45,14 +46,12 @@ pub(super) fn newton_schulz_map(root: &Area) -> DrawResult {
         chart
             .draw_series(LineSeries::new(points, color.stroke_width(width)))?
             .label(format!("{k} step{}", if k == 1 { "" } else { "s" }))
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(width))
-            });
+            .legend(line_key(color.stroke_width(width)));
     }
     chart
         .draw_series(LineSeries::new([(1e-3, 1.0), (1.0, 1.0)], BLACK.mix(0.5)))?
         .label("exact polar factor UVᵀ (every σ → 1)")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.5)));
+        .legend(line_key(BLACK.mix(0.5)));
     draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     Ok(())
 }
@@ -106,9 +105,7 @@ pub(super) fn muon_demo(root: &Area) -> DrawResult {
                     s.best_lr,
                     s.best_final
                 ))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
+                .legend(line_key(color.stroke_width(2)));
         }
         draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     }
@@ -156,9 +153,7 @@ pub(super) fn muon_sweep(root: &Area) -> DrawResult {
                 chart
                     .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
                     .label(s.kind.name())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                    });
+                    .legend(line_key(color.stroke_width(2)));
             }
             chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
         }

@@ -1,6 +1,7 @@
 //! Chapters 1–2's figures (source S0 5.1): RoPE's planes as clocks, the cos table by
 //! position and dimension, and the long-range decay of the score sum.
 
+use super::line_key;
 use super::{Area, BASE, D, DrawResult, draw_legend};
 use crate::position::{decay, rope};
 use plotters::prelude::*;
@@ -39,9 +40,7 @@ pub(super) fn rope_clocks(root: &Area) -> DrawResult {
                 "{label}, wavelength {:.2}",
                 rope::wavelength(theta)
             ))
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+            .legend(line_key(color.stroke_width(2)));
     }
     draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     Ok(())
@@ -103,7 +102,7 @@ pub(super) fn rope_decay(root: &Area) -> DrawResult {
             BLUE.stroke_width(1),
         ))?
         .label("S(τ), d = 128, base 10000")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
+        .legend(line_key(BLUE));
     let (a, b) = (fit.log_intercept, fit.log_slope);
     chart
         .draw_series(LineSeries::new(
@@ -111,7 +110,7 @@ pub(super) fn rope_decay(root: &Area) -> DrawResult {
             RED.stroke_width(2),
         ))?
         .label(format!("fit {a:.1} {b:+.2}·ln τ  (R² {:.2})", fit.log_r2))
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED.stroke_width(2)));
+        .legend(line_key(RED.stroke_width(2)));
     let c = fit.inverse_c;
     chart
         .draw_series(LineSeries::new(
@@ -119,7 +118,7 @@ pub(super) fn rope_decay(root: &Area) -> DrawResult {
             BLACK.stroke_width(1),
         ))?
         .label(format!("best C/τ  (R² {:.2})", fit.inverse_r2))
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+        .legend(line_key(BLACK));
     draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! Chapter 4's figures (source S0 5.3): embedding norms of the synthetic checkpoint (glitch
 //! tokens) and token lengths in Qwen's vocabulary.
 
+use super::line_key;
 use super::{Area, DrawResult, draw_legend};
 use plotters::prelude::*;
 
@@ -124,9 +125,7 @@ pub(super) fn tok_vocab_lengths(root: &Area) -> DrawResult {
                 color.stroke_width(2),
             ))?
             .label(label)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+            .legend(line_key(color.stroke_width(2)));
     }
     chart
         .draw_series(LineSeries::new(
@@ -134,7 +133,7 @@ pub(super) fn tok_vocab_lengths(root: &Area) -> DrawResult {
             BLACK.mix(0.5),
         ))?
         .label("the literal scan keeps > 20 characters")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.5)));
+        .legend(line_key(BLACK.mix(0.5)));
     draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     Ok(())
 }

@@ -6,6 +6,7 @@
 //! with the AVX-512 kernel of `x86.rs` when the CPU has one. A test at the end pins all
 //! three equal.
 
+pub use super::KvHead;
 use super::{dot, softmax_in_place, x86};
 use ndarray::{Array2, ArrayView2};
 use std::ops::Range;
@@ -20,16 +21,6 @@ pub enum Mask {
     Causal,
     /// Keys at positions in `(i − window, i]`: causal, at most `window` of them.
     SlidingWindow(usize),
-}
-
-/// Where one KV head's keys and values sit in the cache: position `j`'s vector is
-/// `data[j · stride + offset ..][..head_dim]`.
-#[derive(Clone, Copy, Debug)]
-pub struct KvHead<'a> {
-    pub keys: &'a [f32],
-    pub values: &'a [f32],
-    pub stride: usize,
-    pub offset: usize,
 }
 
 impl Mask {

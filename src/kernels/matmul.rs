@@ -7,7 +7,7 @@
 //! than [`dot`]; a test pins the two equal within the summation error bound
 //! `2·cols·ε·Σ|w·x|`.
 
-use super::{Matrix, WeightData, dot, x86};
+use super::{Matrix, Out, OutPtr, PANEL, ROW_BLOCK, WeightData, dot, x86};
 
 /// One member of a [`matmul_grouped`] call: matrix number `matrix` applied to `n`
 /// consecutive input rows from row `first_in`, written to `n` output rows from `first_out`.
@@ -28,36 +28,12 @@ struct Panels {
     first: Vec<Option<usize>>,
 }
 
-/// The output pointer shared by the tasks of one [`matmul_grouped`].
-#[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-// SAFETY: the pointer is only written through `Out::set`, whose contract makes the tasks of
-// one matmul write disjoint elements (each owns one row block of one group, and the groups'
-// output rows were checked disjoint), and `matmul_grouped` holds
-// the `&mut [f32]` it came from until every task has finished.
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
-
-/// One task's view of `out` (`[n, stride]`): it owns rows `r0 .. r0 + ROW_BLOCK`. Only
-/// [`run_jobs`] makes one; the kernels write through [`Out::set`].
-#[derive(Clone, Copy)]
-pub(super) struct Out {
-    ptr: OutPtr,
-    stride: usize,
-    r0: usize,
-}
-
-/// Output rows handed to one rayon task (large enough to amortise scheduling, small
-/// enough that both cores get many tasks and the row block stays in L2).
-pub(super) const ROW_BLOCK: usize = 32;
 /// Groups with at least this many input rows use the outer-product kernel (`gemm_block`;
 /// below it, the register tiles' dot products waste less than the panels' padding and the
 /// widening cost; f32 weights, twice the bytes per row, favour the panels sooner).
 /// Measured on a 768 × 2048 matrix, one thread.
 const GEMM_MIN_TOKENS: usize = 40;
 const GEMM_MIN_TOKENS_F32: usize = 24;
-/// Tokens per input panel: two 16-lane vectors.
-pub(super) const PANEL: usize = 32;
 
 impl Matrix<'_> {
     /// `out[t, r] = Σ_c W[r, c] · xs[t, c]` for `n = xs.len() / cols` token rows: the
@@ -271,28 +247,6 @@ unsafe fn tiles_portable(w: &Matrix, r: std::ops::Range<usize>, xs: &[f32], n: u
             // SAFETY: i < r.len() and t < n, the caller's contract, which is `Out::set`'s.
             unsafe { out.set(t, i, dot(&row, x)) };
         }
-    }
-}
-
-impl OutPtr {
-    /// The pointer `n` floats further on (a method, so closures capture the whole `Sync`
-    /// wrapper rather than its raw field).
-    fn offset(self, n: usize) -> OutPtr {
-        OutPtr(self.0.wrapping_add(n))
-    }
-}
-
-impl Out {
-    /// `out[t, r0 + r] = v`.
-    ///
-    /// # Safety
-    /// `r` must be a row of this task's block (`r < ROW_BLOCK`, `r0 + r < stride`) and
-    /// `t < n`: then the element is inside `out` (`n · stride` long) and no other task
-    /// writes it (the other tasks own other row blocks).
-    #[inline(always)]
-    pub(super) unsafe fn set(self, t: usize, r: usize, v: f32) {
-        // SAFETY: in bounds and unshared, by the caller's contract above.
-        unsafe { *self.ptr.0.add(t * self.stride + self.r0 + r) = v };
     }
 }
 

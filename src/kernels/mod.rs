@@ -20,7 +20,7 @@ pub mod matmul;
 mod x86;
 
 // Paths that predate the split (`kernels::attend`, `kernels::matmul_grouped`, ...).
-pub use attention::{KvHead, attend, attend_reference};
+pub use attention::{attend, attend_reference};
 pub use matmul::{Group, matmul_grouped};
 pub use x86::use_avx512;
 
@@ -179,13 +179,72 @@ impl<'a> Matrix<'a> {
     }
 }
 
+// ---- Views the kernels share (here, below matmul.rs, attention.rs and x86.rs, so those
+// files import them from one place and none imports another's types).
+
+/// Where one KV head's keys and values sit in the cache: position `j`'s vector is
+/// `data[j · stride + offset ..][..head_dim]`.
+#[derive(Clone, Copy, Debug)]
+pub struct KvHead<'a> {
+    pub keys: &'a [f32],
+    pub values: &'a [f32],
+    pub stride: usize,
+    pub offset: usize,
+}
+
+/// The output pointer shared by the tasks of one [`matmul_grouped`](matmul::matmul_grouped).
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: the pointer is only written through `Out::set`, whose contract makes the tasks of
+// one matmul write disjoint elements (each owns one row block of one group, and the groups'
+// output rows were checked disjoint), and `matmul_grouped` holds
+// the `&mut [f32]` it came from until every task has finished.
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+/// One task's view of `out` (`[n, stride]`): it owns rows `r0 .. r0 + ROW_BLOCK`. Only
+/// `matmul::run_jobs` makes one; the kernels write through [`Out::set`].
+#[derive(Clone, Copy)]
+struct Out {
+    ptr: OutPtr,
+    stride: usize,
+    r0: usize,
+}
+
+/// Output rows handed to one rayon task (large enough to amortise scheduling, small
+/// enough that both cores get many tasks and the row block stays in L2).
+const ROW_BLOCK: usize = 32;
+/// Tokens per input panel: two 16-lane vectors.
+const PANEL: usize = 32;
+
+impl OutPtr {
+    /// The pointer `n` floats further on (a method, so closures capture the whole `Sync`
+    /// wrapper rather than its raw field).
+    fn offset(self, n: usize) -> OutPtr {
+        OutPtr(self.0.wrapping_add(n))
+    }
+}
+
+impl Out {
+    /// `out[t, r0 + r] = v`.
+    ///
+    /// # Safety
+    /// `r` must be a row of this task's block (`r < ROW_BLOCK`, `r0 + r < stride`) and
+    /// `t < n`: then the element is inside `out` (`n · stride` long) and no other task
+    /// writes it (the other tasks own other row blocks).
+    #[inline(always)]
+    unsafe fn set(self, t: usize, r: usize, v: f32) {
+        // SAFETY: in bounds and unshared, by the caller's contract above.
+        unsafe { *self.ptr.0.add(t * self.stride + self.r0 + r) = v };
+    }
+}
+
 /// Off x86-64 there are no SIMD kernels: this stands in for `x86.rs` with the same entry
 /// points, each declining, so the callers' portable paths run.
 #[cfg(not(target_arch = "x86_64"))]
 mod x86 {
     use super::Matrix;
-    use super::attention::KvHead;
-    use super::matmul::Out;
+    use super::{KvHead, Out};
     use std::ops::Range;
 
     /// No AVX-512 tiles here.

@@ -6,9 +6,7 @@
 //! the caller's portable code runs. Tests pin every path equal to its reference in the file
 //! that calls it (`matmul.rs`, `attention.rs`).
 
-use super::attention::KvHead;
-use super::matmul::{Out, PANEL, ROW_BLOCK};
-use super::{Matrix, WeightData, softmax_in_place};
+use super::{KvHead, Matrix, Out, PANEL, ROW_BLOCK, WeightData, softmax_in_place};
 use std::arch::x86_64::*;
 use std::ops::Range;
 

@@ -107,7 +107,6 @@ fn check_theta(theta: f64, what: &str) -> Result<f64> {
     }
 }
 
-// ANCHOR: parse
 impl RopeConfig {
     /// Builds a config from a head dimension, a base, an optional Hugging Face
     /// `rope_scaling` / `rope_parameters` object (`"type"` or `"rope_type"` key) and the
@@ -357,7 +356,6 @@ impl RopeConfig {
         RopeConfig::new(head_dim, theta, Some(&Value::Object(merged)), max_pos, what)
     }
 }
-// ANCHOR_END: parse
 
 // ANCHOR: init
 impl RopeConfig {

@@ -208,7 +208,6 @@ impl SimResult {
     }
 }
 
-// ANCHOR: simulate
 /// Trains a linear router `z = W x` by SGD on a toy task that rewards good experts.
 ///
 /// Tokens are `x = μ + ε` (a shared direction μ, as real hidden states have, plus noise).
@@ -326,7 +325,6 @@ pub fn simulate(cfg: &SimConfig, balancing: Balancing) -> SimResult {
         dropped: dropped_hist,
     }
 }
-// ANCHOR_END: simulate
 
 /// Routes logits with the Hugging Face convention (helper for capacity examples).
 pub fn route_all(logits: &[f32], num_experts: usize, k: usize) -> Vec<Routing> {

@@ -57,7 +57,6 @@ pub fn compute(alpha: Array1<f64>, v: Vec<Array1<f64>>) -> BlockSparse {
     }
 }
 
-// ANCHOR: text_example
 /// k = 3, d = 2. Our choice: α = (0.5, 0.3, 0.2) — a valid top-3 weight vector (positive,
 /// sums to 1) — and v₁ = (1, 3), v₂ = (0, 5), v₃ = (0.5, 5.5).
 pub fn text_example() -> BlockSparse {
@@ -70,7 +69,6 @@ pub fn text_example() -> BlockSparse {
         ],
     )
 }
-// ANCHOR_END: text_example
 
 /// The example as the book prints it.
 pub fn render_markdown(b: &BlockSparse) -> String {

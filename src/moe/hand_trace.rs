@@ -16,7 +16,6 @@ pub const HIDDEN: usize = 2;
 pub const NUM_EXPERTS: usize = 3;
 pub const K: usize = 2;
 
-// ANCHOR: weights
 /// Router `W_g` `[3, 2]`.
 pub const ROUTER: [f32; 6] = [1.0, -0.5, 0.2, 1.0, -0.8, 0.6];
 /// Per expert: gate `[2, 2]`, up `[2, 2]`, down `[2, 2]` (intermediate size 2), row-major.
@@ -37,7 +36,6 @@ pub const DOWN: [[f32; 4]; 3] = [
 ];
 /// Three tokens `[3, 2]`.
 pub const TOKENS: [f32; 6] = [1.0, 0.4, -0.5, 1.0, -1.0, -1.0];
-// ANCHOR_END: weights
 
 /// One token's steps.
 #[derive(Clone, Debug)]

@@ -144,7 +144,6 @@ impl DemoConfig {
     }
 }
 
-// ANCHOR: mlp_grads
 /// Mean-squared error of the MLP `y = W2 · tanh(W1 · x)` on a batch (rows of `x`), and its
 /// gradients with respect to W1 (`[hidden, d_in]`) and W2 (`[d_out, hidden]`).
 pub fn loss_and_grads(
@@ -164,7 +163,6 @@ pub fn loss_and_grads(
     let g1 = d_z.t().dot(x); // ∂L/∂W1 = d_zᵀ x
     (loss, g1, g2)
 }
-// ANCHOR_END: mlp_grads
 
 /// Mean-squared error only.
 pub fn loss(w1: &Array2<f32>, w2: &Array2<f32>, x: &Array2<f32>, y: &Array2<f32>) -> f32 {

@@ -15,7 +15,6 @@ pub struct Svd {
     pub vt: Array2<f64>,
 }
 
-// ANCHOR: svd
 /// Thin SVD by one-sided Jacobi rotations (Hestenes). Wide inputs are handled through
 /// their transpose.
 pub fn svd(a: &Array2<f64>) -> Svd {
@@ -72,7 +71,6 @@ pub fn svd(a: &Array2<f64>) -> Svd {
     }
     Svd { u: uo, s, vt }
 }
-// ANCHOR_END: svd
 
 /// The orthogonal polar factor `U Vᵀ` of `a`: the orthogonal matrix nearest to `a` in the
 /// Frobenius norm, and what Newton–Schulz approximates.

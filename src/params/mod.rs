@@ -225,7 +225,6 @@ pub fn mtp_params(c: &ModelConfig) -> u64 {
     c.mtp_layers * one
 }
 
-// ANCHOR: count
 /// Every parameter of the model, split by kind, for all experts and for one token.
 pub fn count(c: &ModelConfig) -> ParamReport {
     let (h, v) = (c.hidden_size, c.vocab_size);
@@ -305,9 +304,7 @@ pub fn count(c: &ModelConfig) -> ParamReport {
         text_formula_active: formula_active,
     }
 }
-// ANCHOR_END: count
 
-// ANCHOR: kv_cache
 /// Elements cached per token over all layers: `(cached, expanded)`. GQA caches K and V of
 /// every KV head; MLA caches the compressed latent (`kv_lora_rank`) plus the shared RoPE
 /// key (`qk_rope_head_dim`), and `expanded` is what per-head K and V would take.
@@ -324,7 +321,6 @@ pub fn kv_cache_elements_per_token(c: &ModelConfig) -> (u64, u64) {
         }
     }
 }
-// ANCHOR_END: kv_cache
 
 /// FLOPs of QKᵀ and AV for one new token against one cached position, all layers.
 pub fn attention_flops_per_context_token(c: &ModelConfig) -> u64 {

@@ -24,7 +24,6 @@ impl ParamTensor {
     }
 }
 
-// ANCHOR: layer_tensors
 /// The tensors of decoder layer `l` (names relative to `model.layers.{l}.`), in the
 /// Hugging Face per-expert layout.
 pub fn layer_tensors(c: &ModelConfig, l: u64) -> Vec<ParamTensor> {
@@ -133,4 +132,3 @@ pub fn layer_tensors(c: &ModelConfig, l: u64) -> Vec<ParamTensor> {
     }
     v
 }
-// ANCHOR_END: layer_tensors

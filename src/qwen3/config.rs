@@ -69,7 +69,6 @@ fn req_usize(f: &Fields, field: &str) -> Result<usize> {
     f.req_usize_nonzero(field, "must be at least 1")
 }
 
-// ANCHOR: parse
 impl Qwen3Config {
     /// Reads and parses `config.json` (and `generation_config.json`'s `eos_token_id`
     /// beside it, when present, as generation does).
@@ -289,7 +288,6 @@ impl Qwen3Config {
         Ok(out)
     }
 }
-// ANCHOR_END: parse
 
 impl Qwen3Config {
     /// Qwen3-MoE's placement rule: layer `l` is MoE unless it is in `mlp_only_layers`,

@@ -138,7 +138,7 @@ pub fn generate(
     let mut rng = rng_for(opts.sampling);
     let mut scratch = SampleScratch::default();
     let mut out = Vec::with_capacity(opts.max_new_tokens);
-    let mut logits = model.step(&mut session, prompt, Logits::Last)?;
+    let mut logits = model.forward(&mut session, prompt, Logits::Last, None)?;
     loop {
         let next = choose(logits, opts.sampling, &mut rng, &mut scratch);
         out.push(next);
@@ -146,7 +146,7 @@ pub fn generate(
         if out.len() == opts.max_new_tokens || opts.stop.contains(&next) {
             return Ok(out);
         }
-        logits = model.step(&mut session, &[next], Logits::Last)?;
+        logits = model.forward(&mut session, &[next], Logits::Last, None)?;
     }
 }
 // ANCHOR_END: generate
@@ -221,7 +221,9 @@ impl<'m, 'a> Stepper<'m, 'a> {
             ));
         }
         let new = &context[self.fed.len()..];
-        let out = self.model.forward(&mut self.session, new, Logits::Last)?;
+        let out = self
+            .model
+            .forward_routed(&mut self.session, new, Logits::Last)?;
         self.fed.extend_from_slice(new);
         Ok(choose(
             &out.logits,

@@ -134,43 +134,39 @@ impl<'a> Model<'a> {
     /// Logits (and routing) for every position of `ids`, in one prefill.
     pub fn logits(&self, ids: &[u32]) -> Result<Output> {
         let mut session = self.session(ids.len())?;
-        self.forward(&mut session, ids, Logits::All)
+        self.forward_routed(&mut session, ids, Logits::All)
     }
 
-    /// Runs `ids` (the next positions after what `session` holds) through the model and
-    /// returns the logits with every MoE layer's routing.
-    pub fn forward(&self, session: &mut Session, ids: &[u32], want: Logits) -> Result<Output> {
-        let mut routing = Vec::new();
-        let rows = self.run(session, ids, want, Some(&mut routing))?;
-        Ok(Output {
-            logits: session.scratch.logits.clone(),
-            rows,
-            routing,
-        })
-    }
-
-    /// [`Model::forward`] without the copies: the logits (`[rows, vocab]`) stay in the
-    /// session's buffer and routing is not recorded, so once the session's buffers have
-    /// grown a decode step allocates nothing (tests/no_alloc.rs counts).
-    pub fn step<'s>(
-        &self,
-        session: &'s mut Session,
-        ids: &[u32],
-        want: Logits,
-    ) -> Result<&'s [f32]> {
-        self.run(session, ids, want, None)?;
-        Ok(&session.scratch.logits)
-    }
-
-    // ANCHOR: forward
-    /// The forward pass proper; returns the number of logit rows written.
-    fn run(
+    /// [`Model::forward`], returning owned logits with every MoE layer's routing (for
+    /// reports and tests; generation uses `forward` itself, which allocates nothing).
+    pub fn forward_routed(
         &self,
         session: &mut Session,
         ids: &[u32],
         want: Logits,
+    ) -> Result<Output> {
+        let mut routing = Vec::new();
+        let logits = self.forward(session, ids, want, Some(&mut routing))?;
+        Ok(Output {
+            rows: logits.len() / self.config.vocab_size,
+            logits: logits.to_vec(),
+            routing,
+        })
+    }
+
+    // ANCHOR: forward
+    /// The forward pass: runs `ids` (the positions after what `session` holds) through the
+    /// model and returns the logits, `[rows, vocab]` with one row per position or only the
+    /// last (`want`). They stay in the session's buffer, and `routing` (when given)
+    /// receives every MoE layer's choices, so once the buffers have grown a decode step
+    /// allocates nothing (tests/no_alloc.rs counts).
+    pub fn forward<'s>(
+        &self,
+        session: &'s mut Session,
+        ids: &[u32],
+        want: Logits,
         mut routing: Option<&mut Vec<LayerRouting>>,
-    ) -> Result<usize> {
+    ) -> Result<&'s [f32]> {
         let c = &self.config;
         let w = &self.weights;
         let (n, h) = (ids.len(), c.hidden_size);
@@ -246,7 +242,7 @@ impl<'a> Model<'a> {
             rmsnorm(x, &w.norm, c.rms_norm_eps, xn);
         }
         w.lm_head.matmul(&s.xn[last], &mut s.logits);
-        Ok(rows)
+        Ok(&session.scratch.logits)
     }
     // ANCHOR_END: forward
 

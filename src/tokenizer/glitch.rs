@@ -16,7 +16,7 @@
 //! Claims: `tok.glitch_ids`, `tok.literal_scan`, `tok.norm_scan`, `tok.glitch_norms`.
 
 use super::Tokenizer;
-use crate::error::{Error, Result};
+use crate::error::{CheckpointProblem, Error, Result};
 use crate::kernels::{Matrix, dot};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -407,21 +407,25 @@ pub fn screen_checkpoint(
 ) -> Result<CheckpointScreen> {
     let ckpt = crate::checkpoint::Checkpoint::open(dir)?;
     let find = |names: &'static [&'static str]| names.iter().copied().find(|n| ckpt.contains(n));
-    let embed_name = find(EMBED_NAMES).ok_or_else(|| {
-        Error::Invalid(format!(
-            "{}: no input embedding (looked for {})",
-            dir.display(),
-            EMBED_NAMES.join(", ")
-        ))
+    let embed_name = find(EMBED_NAMES).ok_or_else(|| Error::Checkpoint {
+        file: dir.to_path_buf(),
+        tensor: None,
+        problem: CheckpointProblem::NoneOf {
+            what: "input embedding".into(),
+            names: EMBED_NAMES.iter().map(|n| n.to_string()).collect(),
+        },
     })?;
     let matrix = |name: &str| -> Result<Matrix<'_>> {
         let info = ckpt.info(name)?;
         let [rows, cols] = info.shape[..] else {
-            return Err(Error::Invalid(format!(
-                "{}: `{name}` has shape {:?}, expected 2-D",
-                dir.display(),
-                info.shape
-            )));
+            return Err(Error::Checkpoint {
+                file: ckpt.file_of(name)?.to_path_buf(),
+                tensor: Some(name.to_string()),
+                problem: CheckpointProblem::Rank {
+                    found: info.shape.clone(),
+                    expected: 2,
+                },
+            });
         };
         ckpt.matrix(name, rows, cols)
     };

@@ -112,15 +112,17 @@ impl Tokenizer {
         })
     }
 
-    /// A tiktoken vocabulary with Qwen3's added tokens and pre-tokenizer, no normaliser:
-    /// the ids equal tiktoken's.
+    /// A tiktoken vocabulary with Qwen3's added tokens and pre-tokenizer, and Qwen's NFC
+    /// normaliser: the ids equal those of Qwen's own tokenizers (dashscope's
+    /// `QwenTokenizer` and `tokenizer.json` both put text in NFC first). Set `nfc` to false
+    /// for tiktoken's raw ids, which differ on text that is not already in NFC.
     pub fn from_tiktoken(bytes: &[u8], name: &str) -> Result<Self> {
         let vocab = tiktoken::parse_tiktoken(bytes, name)?;
         Self::new(
             vocab,
             special::qwen3_added_tokens(),
             bpe::QWEN_PATTERN,
-            false,
+            true,
             name,
         )
     }
