@@ -809,3 +809,18 @@ fn synthesis_numbers() {
     assert_eq!(rounded(mixtral.bytes_bf16 as f64 / 1e9, 1), 93.4);
     assert_eq!(rope::inv_freq(128, 1e4)[0] / 8.0, 0.125);
 }
+
+/// The figure rule `.content svg { height: auto }` must not reach KaTeX's SVGs (the radical
+/// of `\sqrt`), which take their height from their box; it did, and square roots rendered
+/// without their sign in a real browser.
+#[test]
+fn katex_svgs_keep_their_height() {
+    let css = fs::read_to_string(book_src().join("../theme/erratum.css")).expect("erratum.css");
+    let rule = css
+        .split(".content .katex svg")
+        .nth(1)
+        .and_then(|r| r.split('}').next())
+        .expect("a `.content .katex svg` rule after `.content svg`");
+    assert!(rule.contains("height: inherit"), "{rule}");
+    assert!(css.find(".content svg").unwrap() < css.find(".content .katex svg").unwrap());
+}
