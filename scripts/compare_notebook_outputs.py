@@ -18,7 +18,7 @@ What is compared, per code cell in order (the cells' sources must match too):
     elsewhere; --bless stores it masked too) becomes «repo», memory addresses (0x and 8+ hex digits), durations
     (a number followed by ns, µs, us, ms or s) and rates (… tok/s, GB/s, GFLOP/s, MB/s)
     become «…»; a cell whose metadata has `llm_anatomy.volatile: true` (timings of the
-    benchmark) has every number masked.
+    benchmark) has every number masked and its runs of blanks collapsed (column padding).
 Execution counts and metadata are not compared. --bless strips nbconvert's per-cell timing
 metadata (`metadata.execution`) so that the committed file changes only when outputs do.
 """
@@ -48,7 +48,9 @@ def mask(text, volatile):
     text = RATE.sub("«rate»", text)
     text = DURATION.sub("«time»", text)
     if volatile:
+        # Numbers change, and with them the padding of right-aligned columns.
         text = NUMBER.sub("«n»", text)
+        text = re.sub(r"[ \t]+", " ", text)
     return text
 
 
