@@ -10,7 +10,7 @@
 #    - the "rust" kernel spec (`evcxr_jupyter --install`) unless it already points at this
 #      evcxr_jupyter binary.
 # 2. Executes each notebook with `jupyter nbconvert --to notebook --execute --allow-errors`
-#    into $NOTEBOOK_OUT (the committed notebooks stay output-free). EVCXR_TMPDIR is a fixed
+#    into $NOTEBOOK_OUT (the committed notebook is only read). EVCXR_TMPDIR is a fixed
 #    directory, so the crate's dependencies compile once per machine, not once per kernel.
 #    --allow-errors keeps going after a compile error so that the executed copy is always
 #    written and the check below can name every failing cell; nbconvert itself then fails only
@@ -19,6 +19,10 @@
 #    nbconvert fails or the check fails ("error" outputs such as compile errors, panics or
 #    errors on stderr, a cell that was not run or lacks its expected output); the rule is
 #    spelled out at the top of that script.
+# 4. Compares the executed copy with the committed notebook, which carries its outputs
+#    (scripts/compare_notebook_outputs.py: every stdout, result and figure must be what the
+#    fresh run shows, with timings, rates and addresses masked). NOTEBOOK_BLESS=1 writes the
+#    executed outputs into notebooks/ instead (after the checks of step 3 pass).
 #
 # Prints one line per notebook with its wall time, then `N passed, M failed`; exits 1 when any
 # notebook failed, 2 on a set-up failure. Build logs of each kernel go to $NOTEBOOK_OUT/NAME.log.
@@ -29,6 +33,7 @@
 #   EVCXR_TMPDIR      evcxr's build directory       (default <repo>/target/evcxr)
 #   NOTEBOOK_OUT      executed copies and logs      (default <repo>/target/notebooks)
 #   NOTEBOOK_TIMEOUT  seconds per cell              (default 1200)
+#   NOTEBOOK_BLESS    1: refresh the committed outputs instead of comparing with them
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -153,6 +158,11 @@ for nb in "${NOTEBOOKS[@]}"; do
         echo "---- $nb: nbconvert failed; end of $log:"
         tail -n 40 "$log"
     elif ! "$VENV/bin/python" "$REPO/scripts/check_notebook_outputs.py" "$executed"; then
+        status=FAIL
+    elif [ "${NOTEBOOK_BLESS:-0}" = 1 ]; then
+        "$VENV/bin/python" "$REPO/scripts/compare_notebook_outputs.py" "$nb" "$executed" --bless ||
+            status=FAIL
+    elif ! "$VENV/bin/python" "$REPO/scripts/compare_notebook_outputs.py" "$nb" "$executed"; then
         status=FAIL
     fi
     secs=$(echo "$start $(date +%s.%N)" | awk '{printf "%.1f", $2 - $1}')

@@ -544,3 +544,285 @@ fn chapter3_numbers() {
     assert_eq!(memory::kv_cache_bytes_per_token(48, 4, 128, 2), 98_304);
     assert_eq!(memory::kv_cache_bytes(32_768, 48, 4, 128, 2), 3 << 30);
 }
+
+// ------------------------------------------------------------------ (e) rendering
+
+const ERRATUM_OPEN: &str = "<div class=\"erratum\"><strong>Erratum</strong>";
+
+/// A page rendered to HTML the way mdBook renders it (pulldown-cmark with mdBook's
+/// extensions; preprocessors such as KaTeX aside).
+fn render(markdown: &str) -> String {
+    use pulldown_cmark::{Options, Parser, html};
+    let options = Options::ENABLE_TABLES
+        | Options::ENABLE_FOOTNOTES
+        | Options::ENABLE_STRIKETHROUGH
+        | Options::ENABLE_TASKLISTS
+        | Options::ENABLE_HEADING_ATTRIBUTES;
+    let mut out = String::new();
+    html::push_html(&mut out, Parser::new_ext(markdown, options));
+    out
+}
+
+/// An Erratum box is raw HTML around Markdown. CommonMark ends an HTML block at the first
+/// blank line and passes everything before it through as it is, so the opening line must
+/// hold only the tags and be followed by a blank line (and `</div>` stand alone after
+/// one); otherwise the box's ids show as literal backticks and its maths as raw `$`.
+#[test]
+fn erratum_boxes_render_their_markdown() {
+    let mut boxes = 0;
+    for (page, text) in pages() {
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if !line.contains("<div class=\"erratum\">") {
+                continue;
+            }
+            let at = format!("{}:{}", name(&page), i + 1);
+            assert_eq!(
+                line.trim_end(),
+                ERRATUM_OPEN,
+                "{at}: an Erratum box opens with `{ERRATUM_OPEN}` alone on its line"
+            );
+            assert!(
+                lines.get(i + 1).is_some_and(|l| l.trim().is_empty()),
+                "{at}: a blank line must follow the opening tags, or the box's Markdown stays raw"
+            );
+            let close = (i + 1..lines.len())
+                .find(|&j| lines[j].contains("</div>"))
+                .unwrap_or_else(|| panic!("{at}: the box is not closed"));
+            assert!(
+                lines[close].trim() == "</div>" && lines[close - 1].trim().is_empty(),
+                "{}:{}: `</div>` must stand alone after a blank line",
+                name(&page),
+                close + 1
+            );
+            boxes += 1;
+        }
+        // What the reader sees: inside every box, code spans became <code> and no
+        // backtick is left over.
+        let html = render(&text);
+        for rendered in html.split("<div class=\"erratum\">").skip(1) {
+            let body = rendered.split("</div>").next().unwrap_or("");
+            assert!(
+                !body.contains('`'),
+                "{}: an Erratum box renders literal backticks:\n{body}",
+                name(&page)
+            );
+        }
+        let source_boxes: Vec<&str> = text
+            .split("<div class=\"erratum\">")
+            .skip(1)
+            .map(|b| b.split("</div>").next().unwrap_or(""))
+            .collect();
+        for b in source_boxes {
+            for (_, l) in prose_lines(b) {
+                for span in code_spans(l) {
+                    let escaped = span
+                        .replace('&', "&amp;")
+                        .replace('<', "&lt;")
+                        .replace('>', "&gt;");
+                    // pulldown-cmark leaves quotes as they are in body text; either is code.
+                    let quoted = escaped.replace('"', "&quot;");
+                    assert!(
+                        html.contains(&format!("<code>{escaped}</code>"))
+                            || html.contains(&format!("<code>{quoted}</code>")),
+                        "{}: `{span}` in an Erratum box does not render as code",
+                        name(&page)
+                    );
+                }
+            }
+        }
+    }
+    assert!(
+        boxes >= 10,
+        "expected the book's Erratum boxes, found {boxes}"
+    );
+}
+
+/// The CJK ranges of scripts/gen_cjk_font.py (keep the two lists the same).
+fn is_cjk(c: char) -> bool {
+    const RANGES: &[(u32, u32)] = &[
+        (0x1100, 0x11FF),
+        (0x2E80, 0x2FDF),
+        (0x3000, 0x303F),
+        (0x3040, 0x30FF),
+        (0x3100, 0x31FF),
+        (0x3400, 0x4DBF),
+        (0x4E00, 0x9FFF),
+        (0xAC00, 0xD7AF),
+        (0xF900, 0xFAFF),
+        (0xFE30, 0xFE4F),
+        (0xFF00, 0xFFEF),
+        (0x20000, 0x3FFFF),
+    ];
+    RANGES
+        .iter()
+        .any(|&(lo, hi)| (lo..=hi).contains(&(c as u32)))
+}
+
+/// Every Markdown file under book/src, generated tables included.
+fn all_markdown(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).expect("readable book/src") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            all_markdown(&path, out);
+        } else if path.extension().is_some_and(|x| x == "md") {
+            out.push(path);
+        }
+    }
+}
+
+/// The Chinese titles render on a machine without CJK fonts because the book ships a
+/// subset font (book/src/fonts/, scripts/gen_cjk_font.py) that book/theme/cjk.css loads.
+/// Both faces' cmaps must map every CJK character the book uses to a real glyph.
+#[test]
+fn every_cjk_character_of_the_book_is_in_the_font() {
+    let mut files = Vec::new();
+    all_markdown(&book_src(), &mut files);
+    let mut used = BTreeSet::new();
+    for f in &files {
+        used.extend(
+            fs::read_to_string(f)
+                .expect("readable")
+                .chars()
+                .filter(|&c| is_cjk(c)),
+        );
+    }
+    assert!(
+        used.len() > 100,
+        "only {} CJK characters in the book",
+        used.len()
+    );
+    for face in ["anatomy-cjk-regular.otf", "anatomy-cjk-bold.otf"] {
+        let path = book_src().join("fonts").join(face);
+        let data = fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let font = ttf_parser::Face::parse(&data, 0).expect("an OpenType font");
+        let missing: String = used
+            .iter()
+            .filter(|&&c| font.glyph_index(c).is_none_or(|g| g.0 == 0))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{face} lacks {} CJK characters of book/src: {missing}\n\
+             regenerate it with `python3 scripts/gen_cjk_font.py`",
+            missing.chars().count()
+        );
+    }
+    // The stylesheet that loads the fonts is the one book.toml lists.
+    let toml = fs::read_to_string(book_src().join("../book.toml")).expect("book.toml");
+    assert!(
+        toml.contains("\"theme/cjk.css\""),
+        "book.toml must list theme/cjk.css"
+    );
+    let css = fs::read_to_string(book_src().join("../theme/cjk.css")).expect("cjk.css");
+    for face in ["anatomy-cjk-regular.otf", "anatomy-cjk-bold.otf"] {
+        assert!(
+            css.contains(&format!("url(\"../fonts/{face}\")")),
+            "cjk.css must load {face}"
+        );
+    }
+}
+
+// ------------------------------------------------------------------ (f) more derived numbers
+
+#[test]
+fn chapter4_numbers() {
+    use llm_anatomy::kernels::rmsnorm;
+    // §4.5, "[Glitch] 什么意思": what Qwen2.5-7B's pre-attention RMSNorm (ε = 1e-6,
+    // d = 3,584, γ = 1) makes of the source's six rows, in the library's kernel (f32, a
+    // seeded random direction scaled to each norm) and in closed form.
+    let (d, eps) = (3584usize, 1e-6f64);
+    let ordinary = (d as f64).sqrt();
+    assert_eq!(rounded(ordinary, 2), 59.87);
+    let direction = llm_anatomy::rand::random_tokens(1, d, 12);
+    let direction: Vec<f32> = direction.iter().copied().collect();
+    let len = direction
+        .iter()
+        .map(|&v| (v as f64).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    let gamma = vec![1.0f32; d];
+    let table = [
+        (0.0150, 14.55, 0.243),
+        (0.0213, 20.07, 0.335),
+        (0.0263, 24.08, 0.402),
+        (0.0295, 26.46, 0.442),
+        (0.0899, 49.83, 0.832),
+        (0.1211, 53.67, 0.896),
+    ];
+    for (norm, after, share) in table {
+        let closed = norm / (norm * norm / d as f64 + eps).sqrt();
+        let row: Vec<f32> = direction
+            .iter()
+            .map(|&v| (v as f64 * norm / len) as f32)
+            .collect();
+        let mut out = vec![0f32; d];
+        rmsnorm(&row, &gamma, eps as f32, &mut out);
+        let kernel = out.iter().map(|&v| (v as f64).powi(2)).sum::<f64>().sqrt();
+        for (what, value) in [("closed form", closed), ("kernel", kernel)] {
+            assert_eq!(rounded(value, 2), after, "{what}, norm {norm}");
+            assert_eq!(rounded(value / ordinary, 3), share, "{what}, norm {norm}");
+        }
+    }
+    // The smallest row: mean square 6.28e-8, ε 16 times larger, scaled up 970-fold.
+    let ms = 0.015f64 * 0.015 / d as f64;
+    assert_eq!((ms * 1e10).round(), 628.0); // 6.28e-8
+    assert_eq!((eps / ms).round(), 16.0);
+    assert_eq!((1.0 / (ms + eps).sqrt()).round(), 970.0);
+}
+
+#[test]
+fn chapter1_no_parameters_numbers() {
+    // §1.7, S1 Q1 ②: a learned absolute table for Qwen3-30B-A3B's context would hold
+    // max_position_embeddings × hidden_size = 40,960 × 2,048 = 83,886,080 parameters.
+    let text = fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("data/configs/qwen3-30b-a3b.json"),
+    )
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let (positions, hidden) = (
+        v["max_position_embeddings"].as_u64().unwrap(),
+        v["hidden_size"].as_u64().unwrap(),
+    );
+    assert_eq!((positions, hidden), (40_960, 2048));
+    assert_eq!(positions * hidden, 83_886_080);
+    // RoPE's own numbers are computed, not stored: d/2 = 64 frequencies from the base.
+    assert_eq!(rope::inv_freq(128, 1e6).len(), 64);
+}
+
+#[test]
+fn synthesis_numbers() {
+    use llm_anatomy::params::{bundled, count};
+    // "4K → 1M": 4,096 → 1,048,576 is 256×; DeepSeek-V3's YaRN covers 40× (4,096 → 163,840).
+    assert_eq!(1_048_576 / 4096, 256);
+    assert_eq!(163_840 / 4096, 40);
+    // "13B cost ↔ 671B capacity": Mixtral's active count and DeepSeek-V3's total.
+    let b = |x: u64| rounded(x as f64 / 1e9, 1);
+    let mixtral = count(&bundled("mixtral-8x7b").unwrap());
+    let deepseek = count(&bundled("deepseek-v3").unwrap());
+    let qwen = count(&bundled("qwen3-30b-a3b").unwrap());
+    assert_eq!((b(mixtral.active), b(mixtral.total)), (12.9, 46.7));
+    assert_eq!((b(deepseek.total), b(deepseek.active)), (671.0, 37.6));
+    let ratio = |r: &llm_anatomy::params::ParamReport| rounded(r.total as f64 / r.active as f64, 1);
+    assert_eq!(
+        (ratio(&mixtral), ratio(&qwen), ratio(&deepseek)),
+        (3.6, 9.1, 17.9)
+    );
+    // The troubleshooting table: Mixtral's FP16 weights, PI's resolution at s = 8.
+    assert_eq!(rounded(mixtral.bytes_bf16 as f64 / 1e9, 1), 93.4);
+    assert_eq!(rope::inv_freq(128, 1e4)[0] / 8.0, 0.125);
+}
+
+/// The figure rule `.content svg { height: auto }` must not reach KaTeX's SVGs (the radical
+/// of `\sqrt`), which take their height from their box; it did, and square roots rendered
+/// without their sign in a real browser.
+#[test]
+fn katex_svgs_keep_their_height() {
+    let css = fs::read_to_string(book_src().join("../theme/erratum.css")).expect("erratum.css");
+    let rule = css
+        .split(".content .katex svg")
+        .nth(1)
+        .and_then(|r| r.split('}').next())
+        .expect("a `.content .katex svg` rule after `.content svg`");
+    assert!(rule.contains("height: inherit"), "{rule}");
+    assert!(css.find(".content svg").unwrap() < css.find(".content .katex svg").unwrap());
+}

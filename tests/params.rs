@@ -253,3 +253,210 @@ fn book_tables_are_current() {
         );
     }
 }
+
+// ------------------------------------------------------------------ S1's three questions
+
+fn architecture_of(rel: &str) -> params::report::Architecture {
+    let text = std::fs::read_to_string(root().join(rel)).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    params::report::architecture(&v, rel).unwrap()
+}
+
+#[test]
+fn three_answers_for_the_published_configs() {
+    let a = architecture_of("data/configs/qwen3-30b-a3b.json");
+    assert_eq!(
+        (
+            a.position.rope_theta,
+            a.position.rotary_dims,
+            a.position.qk_head_dim
+        ),
+        (1e6, 128, 128)
+    );
+    assert_eq!(
+        (
+            a.context.extension,
+            a.context.max_position_embeddings,
+            a.context.sliding_window
+        ),
+        ("none", Some(40_960), None)
+    );
+    assert_eq!(
+        (
+            a.ffn.kind,
+            a.ffn.experts_per_token,
+            a.ffn.routed_experts,
+            a.ffn.moe_layers,
+            a.ffn.dense_layers
+        ),
+        ("moe", 8, 128, 48, 0)
+    );
+    assert_eq!(
+        a.answers,
+        [
+            "RoPE, base 1,000,000, all 128 dims of a query/key head rotate",
+            "no RoPE scaling; max_position_embeddings 40,960",
+            "MoE: k/N = 8/128 routed experts per token, in 48 of 48 layers",
+        ]
+    );
+
+    let d = architecture_of("data/configs/deepseek-v3.json");
+    assert_eq!(
+        d.answers,
+        [
+            "RoPE, base 10,000, partial: 64 of 192 query/key dims rotate",
+            "YaRN ×40 from 4,096; max_position_embeddings 163,840",
+            "MoE: k/N = 8/256 routed experts per token + 1 shared, in 58 of 61 layers, 3 dense",
+        ]
+    );
+    assert_eq!(
+        (d.context.factor, d.context.original_max_position_embeddings),
+        (Some(40.0), Some(4096))
+    );
+
+    let m = architecture_of("data/configs/mixtral-8x7b.json");
+    assert_eq!(
+        m.answers[0],
+        "RoPE, base 1,000,000, all 128 dims of a query/key head rotate"
+    );
+    assert_eq!(
+        m.answers[1],
+        "no RoPE scaling; max_position_embeddings 32,768"
+    );
+    assert_eq!(
+        m.answers[2],
+        "MoE: k/N = 2/8 routed experts per token, in 32 of 32 layers"
+    );
+
+    let q = architecture_of("data/configs/qwen3-32b.json");
+    assert_eq!(q.ffn.kind, "dense");
+    assert_eq!(
+        q.answers[2],
+        "dense: one FFN per layer, every parameter active (64 layers)"
+    );
+}
+
+#[test]
+fn three_answers_for_every_fixture_config() {
+    // Every config the counts are tested on also answers the three questions, and the
+    // MoE layer split agrees with the count's.
+    let mut seen = 0;
+    for dir in ["data/configs", "tests/fixtures/params"] {
+        for entry in std::fs::read_dir(root().join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !name.ends_with(".json") || name == "counts.json" {
+                continue;
+            }
+            let rel = format!("{dir}/{name}");
+            let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            let Ok(c) = ModelConfig::from_json(&v, &rel) else {
+                continue; // a config of a family `anatomy params` does not read
+            };
+            let a = params::report::architecture(&v, &rel).unwrap();
+            let r = count(&c);
+            assert_eq!(a.position.encoding, "rope", "{rel}");
+            assert!(a.position.rotary_dims <= a.position.qk_head_dim, "{rel}");
+            assert_eq!(
+                (a.ffn.moe_layers, a.ffn.dense_layers),
+                (r.moe_layers, r.dense_layers),
+                "{rel}"
+            );
+            assert_eq!(a.ffn.kind == "moe", c.moe.is_some(), "{rel}");
+            if let Some(moe) = &c.moe {
+                assert_eq!(
+                    (a.ffn.experts_per_token, a.ffn.routed_experts),
+                    (moe.k, moe.num_experts),
+                    "{rel}"
+                );
+            }
+            assert!(a.answers.iter().all(|s| !s.is_empty()), "{rel}");
+            seen += 1;
+        }
+    }
+    assert!(seen >= 14, "only {seen} configs answered");
+    let step = architecture_of("tests/fixtures/params/qwen3-moe-step2.config.json");
+    assert!(step.ffn.dense_layers > 0 && step.answers[2].contains(" dense"));
+    let v2 = architecture_of("tests/fixtures/params/deepseek-v2-lite.config.json");
+    assert_eq!(
+        (
+            v2.ffn.shared_experts,
+            v2.position.rotary_dims,
+            v2.position.qk_head_dim
+        ),
+        (2, 64, 192)
+    );
+}
+
+#[test]
+fn sliding_window_only_when_switched_on() {
+    let base = json!({"model_type": "qwen2", "vocab_size": 100, "hidden_size": 64,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
+        "max_position_embeddings": 32768, "sliding_window": 4096});
+    let mut off = base.clone();
+    off["use_sliding_window"] = json!(false);
+    let off = params::report::architecture(&off, "qwen2").unwrap();
+    assert_eq!(off.context.sliding_window, None);
+    let mut on = base.clone();
+    on["use_sliding_window"] = json!(true);
+    let on = params::report::architecture(&on, "qwen2").unwrap();
+    assert_eq!(on.context.sliding_window, Some(4096));
+    assert!(on.answers[1].ends_with("; sliding-window attention of 4,096 tokens"));
+    // Mistral style: a window given is a window used.
+    let mut mistral = base.clone();
+    mistral["model_type"] = json!("mistral");
+    let m = params::report::architecture(&mistral, "mistral").unwrap();
+    assert_eq!(m.context.sliding_window, Some(4096));
+    // A scaling object of the 5.x style, inside rope_parameters.
+    let mut yarn = base.clone();
+    yarn["rope_parameters"] = json!({"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0,
+        "original_max_position_embeddings": 32768});
+    let y = params::report::architecture(&yarn, "qwen2").unwrap();
+    assert_eq!(y.position.rope_theta, 1e6);
+    assert_eq!(
+        y.answers[1],
+        "YaRN ×4 from 32,768; max_position_embeddings 32,768"
+    );
+}
+
+#[test]
+fn cli_params_adds_the_three_answers_and_keeps_every_line() {
+    for rel in [
+        "data/configs/qwen3-30b-a3b.json",
+        "data/configs/deepseek-v3.json",
+    ] {
+        let counts = report(rel);
+        let a = architecture_of(rel);
+        // Text: the old table line for line, then the new block.
+        let out = anatomy(&["params", rel]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let old = params::text_report(&counts);
+        let block = text
+            .strip_prefix(old.as_str())
+            .expect("old lines first, unchanged");
+        assert_eq!(
+            block,
+            format!(
+                "three questions (S1 三者合观)\n  position encoding {}\n  context extension {}\n  dense or MoE      {}\n",
+                a.answers[0], a.answers[1], a.answers[2]
+            )
+        );
+        // JSON: every old key with its old value, plus "architecture".
+        let out = anatomy(&["params", rel, "--json"]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let old = serde_json::to_value(&counts).unwrap();
+        for (key, value) in old.as_object().unwrap() {
+            assert_eq!(&v[key], value, "{rel}: {key}");
+        }
+        assert_eq!(
+            v.as_object().unwrap().len(),
+            old.as_object().unwrap().len() + 1
+        );
+        assert_eq!(v["architecture"], serde_json::to_value(&a).unwrap());
+    }
+}

@@ -306,11 +306,14 @@ fn run(command: Command) -> anyhow::Result<()> {
             }
         }
         Command::Params { config, json } => {
-            let report = llm_anatomy::params::report_file(&config)?;
+            let report = llm_anatomy::params::report::config_report_file(&config)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
-                print!("{}", llm_anatomy::params::text_report(&report));
+                print!(
+                    "{}",
+                    llm_anatomy::params::report::config_text_report(&report)
+                );
             }
         }
         Command::Tokenize {
