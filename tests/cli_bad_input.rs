@@ -477,6 +477,28 @@ fn sizes_from_flags_and_configs_are_checked_before_they_size_anything() {
         &["bench", d, "--threads", "1000000", "--json"],
         &["--threads", "above the limit"],
     );
+    // A count flag sizes no allocation.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (vocab, tiny) = (
+        root.join("data/qwen.tiktoken"),
+        root.join("data/tiny-qwen3-moe"),
+    );
+    let (code, _, err) = run_within(
+        &[
+            "glitch",
+            "--vocab",
+            s(&vocab),
+            "--model",
+            s(&tiny),
+            "--top-k",
+            "2",
+            "--repeat",
+            "18446744073709551615",
+            "--json",
+        ],
+        60,
+    );
+    assert_eq!(code, Some(0), "{err}");
     // A max_position_embeddings the limits allow but the machine cannot hold.
     let dir = copy_good("size-mem");
     edit_config(&dir, |c| c["max_position_embeddings"] = json!(1u64 << 32));

@@ -139,10 +139,10 @@ impl<'a> Model<'a> {
 
     /// Logits (and routing) for every position of `ids`, in one prefill.
     pub fn logits(&self, ids: &[u32]) -> Result<Output> {
+        let mut session = self.session(ids.len())?;
         // The logits of every position, in the session's buffer and in the copy returned.
         let bytes = 8 * ids.len() as u128 * self.config.vocab_size as u128;
         crate::limits::check_memory(&format!("the logits of {} positions", ids.len()), bytes)?;
-        let mut session = self.session(ids.len())?;
         self.forward(&mut session, ids, Logits::All)
     }
 
