@@ -4,7 +4,7 @@
 //! [`Fields`] pairs a document with the name errors give it, so every problem comes out as
 //! [`Error::Field`]: file, field, what is wrong. A field set to `null` counts as absent, as
 //! transformers' config classes treat it. Every number read passes through one of two
-//! private conversions, [`Fields::int_of`] and [`to_f64`], so limits on sizes belong there
+//! private conversions, `Fields::int_of` and `to_f64`, so limits on sizes belong there
 //! and nowhere else: each integer is checked against its field's limit
 //! ([`limits::field_limit`], e.g. `num_hidden_layers` ≤ 16384) and every list against
 //! [`limits::LIST_LEN`] before anything is sized by it, and values quoted in messages are
