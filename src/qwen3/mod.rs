@@ -6,8 +6,9 @@
 //! grouped-query attention with q/k-norm and RoPE → residual → RMSNorm → MoE or dense MLP →
 //! residual) → RMSNorm → LM head, using the RoPE of chapter 1, the frequency scaling of
 //! chapter 3 and the router and experts of chapter 5 — no second copy of any of them. A
-//! [`kv_cache`] makes decoding one position per step; [`generate`](mod@generate) picks tokens greedily
-//! or by seeded temperature / top-p sampling. Logits equal transformers' to ~1e-6.
+//! [`kv_cache`] makes decoding one position per step; [`generate`](mod@generate) picks
+//! tokens greedily or by seeded temperature / top-p sampling. Logits equal transformers'
+//! to ~1e-6. [`finite`] checks what each step produces and names the weight behind a NaN.
 
 pub mod config;
 pub mod finite;
