@@ -870,6 +870,12 @@ fn messages_say_what_is_wrong_and_stay_short() {
             .unwrap();
         logits(&dir, IDS, &["model.safetensors", "loop"]);
     }
+    // A model "directory" that is a device.
+    #[cfg(unix)]
+    refused(
+        &["logits", "/dev/zero", "--ids", IDS, "--out", "/dev/null"],
+        &["character device, not a model directory"],
+    );
     // A shard named ".".
     let dir = copy_good("msg-dot");
     std::fs::remove_file(dir.join("model.safetensors")).unwrap();

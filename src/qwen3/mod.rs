@@ -30,10 +30,14 @@ use std::path::Path;
 /// `Model::new(config, &checkpoint)`.
 pub fn open(dir: &Path) -> Result<(Qwen3Config, Checkpoint)> {
     if !dir.is_dir() {
-        return Err(crate::Error::Invalid(format!(
-            "{}: no such model directory",
-            dir.display()
-        )));
+        let what = match std::fs::metadata(dir) {
+            Ok(m) => format!(
+                "is a {}, not a model directory",
+                crate::error::kind_name(m.file_type())
+            ),
+            Err(_) => "no such model directory".to_string(),
+        };
+        return Err(crate::Error::Invalid(format!("{}: {what}", dir.display())));
     }
     let config = Qwen3Config::from_file(&dir.join("config.json"))?;
     let ckpt = Checkpoint::open(dir)?;
