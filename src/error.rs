@@ -87,7 +87,7 @@ impl Error {
     }
 }
 
-/// What is wrong with a path, by kind (see [`read_bounded`]).
+/// What is wrong with a path, by kind (see [`read_bounded`] and [`crate::output`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FileProblem {
     /// A FIFO, device, socket or directory where a regular file is read.

@@ -211,7 +211,15 @@ impl ModelConfig {
         let moe = match experts_field {
             None => None,
             Some(field) => {
-                let num_experts = r.req_u64(field)?;
+                // transformers 5.x saves Qwen3-MoE's expert count as `num_local_experts`.
+                let num_experts = match (family, r.opt_u64(field)?) {
+                    (Family::Qwen3Moe, None) => r.opt_u64("num_local_experts")?,
+                    (_, n) => n,
+                };
+                let num_experts = match num_experts {
+                    Some(n) => n,
+                    None => r.req_u64(field)?,
+                };
                 if num_experts == 0 {
                     None
                 } else {

@@ -10,8 +10,13 @@
 //! and the head's row. The error names the tensor, row and column of the first non-finite
 //! weight it finds; if every weight there is finite, the activations overflowed f32, and
 //! the error names the layer, sub-block and position.
+//!
+//! The small tensors — norms, biases and routers, well under 0.1% of the weights — are
+//! scanned once at load by [`check_small_tensors`]: a router's softmax turns an infinite
+//! logit of −∞ into a probability of exactly 0, so a bad router weight can leave every
+//! activation finite and still be wrong.
 
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::kernels::{Matrix, first_non_finite};
 use crate::moe::Expert;
 use crate::qwen3::config::Qwen3Config;
@@ -222,6 +227,53 @@ pub fn locate(
             describe(value)
         ),
     }
+}
+
+/// Scans the norms, biases and routers of `w` for NaN or infinite values (milliseconds even
+/// for a 30B model), naming the first one found.
+pub fn check_small_tensors(w: &Weights) -> Result<()> {
+    let p = w.prefix;
+    let mut sources: Vec<Source> = vec![Source::Vector(format!("{p}norm.weight"), &w.norm)];
+    for (l, layer) in w.layers.iter().enumerate() {
+        let pre = format!("{p}layers.{l}");
+        let a = &layer.self_attn;
+        sources.push(Source::Vector(
+            format!("{pre}.input_layernorm.weight"),
+            &layer.input_layernorm,
+        ));
+        sources.push(Source::Vector(
+            format!("{pre}.post_attention_layernorm.weight"),
+            &layer.post_attention_layernorm,
+        ));
+        // Qwen2 has no q/k norm.
+        for (n, w) in [("q_norm", &a.q_norm), ("k_norm", &a.k_norm)] {
+            if let Some(w) = w {
+                sources.push(Source::Vector(format!("{pre}.self_attn.{n}.weight"), w));
+            }
+        }
+        for (n, b) in [
+            ("q_proj", &a.q_bias),
+            ("k_proj", &a.k_bias),
+            ("v_proj", &a.v_bias),
+            ("o_proj", &a.o_bias),
+        ] {
+            if let Some(b) = b {
+                sources.push(Source::Vector(format!("{pre}.self_attn.{n}.bias"), b));
+            }
+        }
+        if let Ffn::Moe { router, .. } = &layer.mlp {
+            sources.push(Source::Matrix(format!("{pre}.mlp.gate.weight"), router));
+        }
+    }
+    for s in &sources {
+        if let Some((name, at, v)) = s.scan() {
+            return Err(Error::NonFinite {
+                what: format!("tensor `{name}`"),
+                detail: format!("{} at {at}", describe(v)),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn found(name: &str, at: &str, v: f32, step: &str, position: usize) -> Error {

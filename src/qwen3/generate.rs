@@ -284,10 +284,11 @@ pub fn generate_until_eos(
 }
 
 /// The tokenizer for a model directory: its own `tokenizer.json` if it has one, else
-/// Qwen's vocabulary (`data/qwen.tiktoken`).
+/// Qwen's vocabulary (`data/qwen.tiktoken`). A `tokenizer.json` that is there but is not a
+/// readable regular file (a FIFO, a dangling link) is an error, not a silent fallback.
 pub fn model_tokenizer(dir: &Path) -> Result<Tokenizer> {
     let own = dir.join("tokenizer.json");
-    if own.is_file() {
+    if std::fs::symlink_metadata(&own).is_ok() {
         Tokenizer::from_file(&own)
     } else {
         Tokenizer::qwen()

@@ -6,8 +6,9 @@
 //! grouped-query attention with q/k-norm and RoPE → residual → RMSNorm → MoE or dense MLP →
 //! residual) → RMSNorm → LM head, using the RoPE of chapter 1, the frequency scaling of
 //! chapter 3 and the router and experts of chapter 5 — no second copy of any of them. A
-//! [`kv_cache`] makes decoding one position per step; [`generate`](mod@generate) picks tokens greedily
-//! or by seeded temperature / top-p sampling. Logits equal transformers' to ~1e-6.
+//! [`kv_cache`] makes decoding one position per step; [`generate`](mod@generate) picks
+//! tokens greedily or by seeded temperature / top-p sampling. Logits equal transformers'
+//! to ~1e-6. [`finite`] checks what each step produces and names the weight behind a NaN.
 //!
 //! The same engine runs dense Qwen3 and Qwen2 / Qwen2.5 (`model_type: "qwen2"`): Qwen2 is
 //! a variant of the config (q/k/v biases, no q/k norm; see [`config`]), not a second
@@ -34,10 +35,14 @@ use std::path::Path;
 /// `Model::new(config, &checkpoint)`.
 pub fn open(dir: &Path) -> Result<(Qwen3Config, Checkpoint)> {
     if !dir.is_dir() {
-        return Err(crate::Error::Invalid(format!(
-            "{}: no such model directory",
-            dir.display()
-        )));
+        let what = match std::fs::metadata(dir) {
+            Ok(m) => format!(
+                "is a {}, not a model directory",
+                crate::error::kind_name(m.file_type())
+            ),
+            Err(_) => "no such model directory".to_string(),
+        };
+        return Err(crate::Error::Invalid(format!("{}: {what}", dir.display())));
     }
     let config = Qwen3Config::from_file(&dir.join("config.json"))?;
     let ckpt = Checkpoint::open(dir)?;

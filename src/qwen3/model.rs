@@ -111,6 +111,7 @@ impl<'a> Model<'a> {
     ) -> Result<Model<'a>> {
         config.rope.init(None)?; // surface a bad rope config now, not mid-generation
         let weights = Weights::load_with_progress(&config, ckpt, progress)?;
+        crate::qwen3::finite::check_small_tensors(&weights)?;
         Ok(Model { config, weights })
     }
 

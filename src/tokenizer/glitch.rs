@@ -648,7 +648,8 @@ pub fn repetition_candidates(report: &GlitchReport, n: usize) -> Vec<u32> {
     let Some(c) = &report.checkpoint else {
         return Vec::new();
     };
-    let mut out: Vec<u32> = Vec::with_capacity(n);
+    // `n` is a flag (`--repeat`): never more than there are candidates.
+    let mut out: Vec<u32> = Vec::with_capacity(n.min(c.norms.cjk.len() + c.norms.smallest.len()));
     for r in c.norms.cjk.iter().chain(&c.norms.smallest) {
         if out.len() == n {
             break;
