@@ -168,7 +168,9 @@ pub const JSON_FILE_BYTES: u64 = 64 << 20;
 
 /// Bytes of any other file read whole: a vocabulary (Qwen's tokenizer.json is 11 MB, the
 /// largest published ones about 35 MB), a `--messages` conversation.
-pub const TEXT_FILE_BYTES: u64 = 256 << 20;
+/// (Parsed, a JSON document takes several times its size in memory: the limit keeps that
+/// well under the 2 GB no input may cost.)
+pub const TEXT_FILE_BYTES: u64 = 128 << 20;
 
 /// The safetensors format's own limit on its JSON header (`MAX_HEADER_SIZE` of the
 /// `safetensors` crate, which Python's loader uses).
