@@ -5,6 +5,9 @@
 //! jinja2 3.1.6), which rebuilds the documents and prompts in Python and lets transformers
 //! answer greedily on the bundled Qwen3-MoE and on a Qwen2 with Qwen's vocabulary.
 
+mod common;
+use common::{anatomy, ids};
+
 use llm_anatomy::checkpoint::Checkpoint;
 use llm_anatomy::long_context::lost_in_middle::{self, Placement};
 use llm_anatomy::qwen3::lost_in_middle::{Options, Report, fit_words, prompt, run};
@@ -12,7 +15,6 @@ use llm_anatomy::qwen3::{Model, Qwen3Config};
 use llm_anatomy::tokenizer::Tokenizer;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -29,14 +31,6 @@ fn model_dir(name: &str) -> PathBuf {
 fn fixture() -> Value {
     let path = root().join("tests/fixtures/lost_in_middle/expected.json");
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
 }
 
 fn placement(name: &str) -> Placement {
@@ -152,13 +146,6 @@ fn documents_fit_the_exercises_ten_thousand_tokens() {
     }
     // A context too short for any document is an error, not an empty run.
     assert!(fit_words(&tok, 1, true, "qwen2", 40).is_err());
-}
-
-fn anatomy(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_anatomy"))
-        .args(args)
-        .output()
-        .expect("run anatomy")
 }
 
 #[test]

@@ -8,11 +8,13 @@
 //! greedy tokens as `model.generate(do_sample=False)`; the CLI's `logits`, `generate`,
 //! `router-stats`, `glitch --model` and `lost-in-middle` run on them.
 
+mod common;
+use common::{anatomy, ids, join, max_abs_diff};
+
 use llm_anatomy::checkpoint::Checkpoint;
 use llm_anatomy::qwen3::{GenerateOptions, Logits, Model, Qwen3Config, Sampling, generate};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const CASES: &[&str] = &[
     "tied",
@@ -38,14 +40,6 @@ struct Expected {
     last_row_only: bool,
 }
 
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
-
 fn expected(case: &str) -> Expected {
     let dir = case_dir(case);
     let json: Value =
@@ -64,13 +58,6 @@ fn expected(case: &str) -> Expected {
         last_row_only,
         json,
     }
-}
-
-fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()))
 }
 
 /// Runs one case under one config style; returns max |Δlogit|.
@@ -302,20 +289,6 @@ fn a_missing_qwen2_bias_is_named() {
         "{err}"
     );
     let _ = std::fs::remove_dir_all(&tmp);
-}
-
-fn anatomy(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_anatomy"))
-        .args(args)
-        .output()
-        .expect("run anatomy")
-}
-
-fn join(ids: &[u32]) -> String {
-    ids.iter()
-        .map(|i| i.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 #[test]

@@ -10,12 +10,14 @@
 //! * the same 8 greedy tokens as `model.generate(do_sample=False)` with its KV cache,
 //! * through the CLI: `anatomy logits` and `anatomy generate` the same.
 
+mod common;
+use common::{anatomy, join, max_abs_diff};
+
 use llm_anatomy::checkpoint::Checkpoint;
 use llm_anatomy::qwen3::weights::ExpertLayout;
 use llm_anatomy::qwen3::{GenerateOptions, Logits, Model, Qwen3Config, Sampling, generate};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const CASES: &[&str] = &[
     "head_dim_gqa",
@@ -67,13 +69,6 @@ fn expected(case: &str) -> Expected {
         logits,
         router: json["router"].clone(),
     }
-}
-
-fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()))
 }
 
 /// Runs one case under one config style; returns max |Δlogit|.
@@ -241,20 +236,6 @@ fn real_qwen3_configs_parse() {
     assert_eq!(per_token(&dense), 262_144);
     assert_eq!(32_768 * per_token(&moe), 3 << 30);
     assert_eq!(32_768 * per_token(&dense), 8 << 30);
-}
-
-fn anatomy(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_anatomy"))
-        .args(args)
-        .output()
-        .expect("run anatomy")
-}
-
-fn join(ids: &[u32]) -> String {
-    ids.iter()
-        .map(|i| i.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 #[test]
