@@ -42,6 +42,7 @@ pub mod optim;
 pub mod output;
 pub mod params;
 pub mod position;
+pub mod quant;
 pub mod qwen3;
 pub mod rand;
 pub mod tokenizer;
