@@ -12,6 +12,8 @@
 /// A tensor element type of ggml, with its on-disk id (the `ggml_type` enum of ggml.h).
 /// Only the types this crate reads and writes are listed; a GGUF tensor of any other type
 /// is refused by name when the file is opened.
+// ggml's own names (Q4_K, not Q4K), so the code reads beside ggml-common.h.
+#[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GgmlType {
     F32,
