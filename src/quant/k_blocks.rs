@@ -120,9 +120,10 @@ pub fn dequantize_q5_k(bytes: &[u8], out: &mut [f32]) {
             let (d_lo, min_lo) = (d * sc_lo as f32, dmin * m_lo as f32);
             let (d_hi, min_hi) = (d * sc_hi as f32, dmin * m_hi as f32);
             let (y_lo, y_hi) = y.split_at_mut(32);
+            let (bit_lo, bit_hi) = (1u8 << (2 * c), 1u8 << (2 * c + 1));
             for (((&q, &h), lo), hi) in q.iter().zip(qh).zip(y_lo).zip(y_hi) {
-                let q_lo = (q & 0x0f) | (((h >> (2 * c)) & 1) << 4);
-                let q_hi = (q >> 4) | (((h >> (2 * c + 1)) & 1) << 4);
+                let q_lo = (q & 0x0f) + if h & bit_lo != 0 { 16 } else { 0 };
+                let q_hi = (q >> 4) + if h & bit_hi != 0 { 16 } else { 0 };
                 *lo = d_lo * q_lo as f32 - min_lo;
                 *hi = d_hi * q_hi as f32 - min_hi;
             }
