@@ -36,6 +36,30 @@ fn from_file() -> &'static gguf_vocab::GgufVocab {
     T.get_or_init(|| tokenizer_from_gguf(file()).unwrap())
 }
 
+#[test]
+fn open_reads_the_file_and_names_a_bad_one() {
+    let v = gguf_vocab::open(&dir().join("qwen3_vocab.gguf")).unwrap();
+    assert_eq!(
+        v.tokenizer.encode("<|im_start|>user").unwrap(),
+        [151644, 872]
+    );
+    let e = gguf_vocab::open(&dir().join("expected.json"))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("expected.json"), "{e}");
+    // A model file without a vocabulary (the model fixtures: tokenizer.ggml.model "none").
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf_models");
+    let e = gguf_vocab::open(&models.join("qwen2/q8_0.gguf"))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("q8_0.gguf") && e.contains("no vocabulary"),
+        "{e}"
+    );
+}
+
 fn ids(v: &Value) -> Vec<u32> {
     v.as_array()
         .unwrap()
@@ -353,6 +377,13 @@ fn malformed_metadata_is_an_error_naming_the_key() {
         (
             Box::new(|m| array_mut(m, TOKENS_KEY)[258] = s("")),
             "tokenizer.ggml.tokens[258]",
+        ),
+        (
+            Box::new(|m| {
+                array_mut(m, TOKENS_KEY)[259] = s("<|end|>");
+                array_mut(m, TYPES_KEY)[259] = MetaValue::I32(4);
+            }),
+            "tokenizer.ggml.tokens[259]",
         ),
     ];
     for (i, (edit, want)) in cases.into_iter().enumerate() {
