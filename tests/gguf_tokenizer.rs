@@ -430,3 +430,47 @@ fn no_panic_on_any_metadata() {
         }
     }
 }
+
+fn meta_value() -> impl proptest::strategy::Strategy<Value = MetaValue> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        any::<u8>().prop_map(MetaValue::U8),
+        any::<i32>().prop_map(MetaValue::I32),
+        any::<u64>().prop_map(MetaValue::U64),
+        any::<i64>().prop_map(MetaValue::I64),
+        any::<f32>().prop_map(MetaValue::F32),
+        any::<bool>().prop_map(MetaValue::Bool),
+        "\\PC{0,6}|[a-cĠ ]{0,4}|<\\|[a-z]{0,3}\\|>".prop_map(MetaValue::Str),
+    ];
+    leaf.prop_recursive(2, 64, 16, |inner| {
+        prop::collection::vec(inner, 0..16).prop_map(MetaValue::Array)
+    })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// Any value under any tokenizer key, or an element of an array replaced: Ok or Err,
+    /// never a panic; and a vocabulary that loads encodes and decodes its own text back.
+    #[test]
+    fn arbitrary_tokenizer_metadata_never_panics(
+        key in 0usize..8,
+        value in meta_value(),
+        index in 0usize..300,
+        element in meta_value(),
+        text in "[abc<|end> x]{0,12}",
+    ) {
+        let mut whole = small();
+        whole[key].1 = value;
+        let _ = tokenizer_from_metadata(Path::new("p.gguf"), &whole);
+        let mut one = small();
+        if let MetaValue::Array(a) = &mut one[key].1 {
+            let i = index % a.len();
+            a[i] = element;
+        }
+        if let Ok(v) = tokenizer_from_metadata(Path::new("p.gguf"), &one) {
+            let ids = v.tokenizer.encode(&text).unwrap();
+            proptest::prop_assert_eq!(v.tokenizer.decode(&ids).unwrap(), text);
+        }
+    }
+}
