@@ -161,6 +161,10 @@ fn writer_matches_the_file_and_round_trips() {
     }
     assert!(qwen.n_ids() == 151_669);
     assert!(gguf_vocab::gguf_tokenizer_metadata_for(&qwen, 1000, None).is_err());
+    let mut odd = Tokenizer::qwen().unwrap();
+    odd.pattern = r"\w+".to_string();
+    let e = gguf_vocab::gguf_tokenizer_metadata_for(&odd, 151_936, None).unwrap_err();
+    assert!(e.to_string().contains("pre_tokenizer"), "{e}");
 
     let mut bytes = Vec::new();
     let w = GgufWriter::new(&mut bytes, ours, Vec::new(), 32).unwrap();

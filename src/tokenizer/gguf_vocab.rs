@@ -25,6 +25,7 @@
 
 use super::Tokenizer;
 use super::bpe::QWEN_PATTERN;
+use super::pretokenize::SplitRule;
 use super::special::AddedToken;
 use super::tokenizer_json::{GPT2_PATTERN, bytes_to_unicode};
 use super::vocab::{MAX_ID, MergeRule, Vocab};
@@ -362,7 +363,8 @@ fn brief(v: &MetaValue) -> String {
 }
 
 /// The tokenizer keys llama.cpp's converter writes for a Qwen model, for a vocabulary of
-/// exactly [`Tokenizer::n_ids`] ids (see [`gguf_tokenizer_metadata_for`]).
+/// exactly [`Tokenizer::n_ids`] ids (see [`gguf_tokenizer_metadata_for`], which also checks
+/// that llama.cpp has a name for the pre-tokenizer).
 pub fn gguf_tokenizer_metadata(tok: &Tokenizer) -> Vec<(String, MetaValue)> {
     build_metadata(tok, tok.n_ids(), None)
 }
@@ -382,7 +384,27 @@ pub fn gguf_tokenizer_metadata_for(
             format!("{vocab_size} is below the tokenizer's {} ids", tok.n_ids()),
         ));
     }
+    if pre_tokenizer_name(tok).is_none() {
+        return Err(Error::field(
+            tok.name.as_str(),
+            "pre_tokenizer",
+            "llama.cpp names no pre-tokenizer for this pattern and split rule \
+             (Qwen's or GPT-2's pattern, split the Isolated way, can be written)",
+        ));
+    }
     Ok(build_metadata(tok, vocab_size, chat_template))
+}
+
+/// The `tokenizer.ggml.pre` name llama.cpp gives the tokenizer's pre-tokenizer, if any.
+fn pre_tokenizer_name(tok: &Tokenizer) -> Option<&'static str> {
+    if tok.split != SplitRule::default() {
+        return None;
+    }
+    match tok.pattern.as_str() {
+        QWEN_PATTERN => Some("qwen2"),
+        GPT2_PATTERN => Some("gpt-2"),
+        _ => None,
+    }
 }
 
 fn build_metadata(
@@ -416,11 +438,9 @@ fn build_metadata(
         .map(|(l, r)| MetaValue::Str(format!("{} {}", text(l), text(r))))
         .collect();
     let str_ = |s: &str| MetaValue::Str(s.to_string());
-    let pre = if tok.pattern == GPT2_PATTERN {
-        "gpt-2"
-    } else {
-        "qwen2"
-    };
+    // A pattern llama.cpp has no name for is written as "default", which this reader
+    // refuses ([`gguf_tokenizer_metadata_for`] refuses to write it).
+    let pre = pre_tokenizer_name(tok).unwrap_or("default");
     let mut out = vec![
         (MODEL_KEY.to_string(), str_("gpt2")),
         (PRE_KEY.to_string(), str_(pre)),
