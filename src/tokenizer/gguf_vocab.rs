@@ -70,9 +70,21 @@ pub struct GgufVocab {
     pub chat_template: Option<String>,
 }
 
-/// The tokenizer of an opened GGUF file.
+/// The tokenizer of an opened GGUF file. When the file has an embedding
+/// (`token_embd.weight`), its rows must be the tokens' count, as llama.cpp requires.
 pub fn tokenizer_from_gguf(g: &Gguf) -> Result<GgufVocab> {
-    tokenizer_from_metadata(g.path(), g.metadata())
+    let v = tokenizer_from_metadata(g.path(), g.metadata())?;
+    if let Some(t) = g.tensor("token_embd.weight") {
+        let rows = t.dims.get(1).copied().unwrap_or(1);
+        if rows != v.n_tokens as u64 {
+            return Err(Error::field(
+                g.path().display().to_string(),
+                "token_embd.weight",
+                format!("{rows} rows but {TOKENS_KEY} has {} tokens", v.n_tokens),
+            ));
+        }
+    }
+    Ok(v)
 }
 
 /// Opens a GGUF file (checked whole, see [`Gguf::open`]) and reads its tokenizer.
