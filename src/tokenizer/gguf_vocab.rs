@@ -11,8 +11,8 @@
 //! | `tokenizer.ggml.bos_token_id`, `eos_token_id`, `padding_token_id`, `add_bos_token` | the special ids |
 //! | `tokenizer.chat_template` | the Jinja chat template |
 //!
-//! Read ([`tokenizer_from_gguf`]), every count and id is checked and every problem is an
-//! error naming the file, the key and the index. Written ([`gguf_tokenizer_metadata`]),
+//! Read ([`tokenizer_from_gguf`]), every count and id is checked, and every problem is an
+//! error naming the file and the key (with the index, for an element of an array). Written ([`gguf_tokenizer_metadata`]),
 //! the keys are those llama.cpp's `convert_hf_to_gguf.py` writes for Qwen2 / Qwen3: added
 //! tokens are control tokens when flagged special or shaped `<|…|>`, user-defined
 //! otherwise, and ids without a token are `[PAD{id}]`, unused. A tiktoken vocabulary has no
