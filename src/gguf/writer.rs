@@ -92,14 +92,17 @@ impl<W: Write> GgufWriter<W> {
                 )));
             }
             if dims.len() > MAX_DIMS {
-                return Err(bad(format!("{} dimensions, more than {MAX_DIMS}", dims.len())));
+                return Err(bad(format!(
+                    "{} dimensions, more than {MAX_DIMS}",
+                    dims.len()
+                )));
             }
             let ne0 = dims.first().copied().unwrap_or(1);
             let elements = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
             let size = elements
                 .filter(|&n| n <= i64::MAX as u64)
                 .and_then(|n| {
-                    let rows = if ne0 == 0 { 0 } else { n / ne0 };
+                    let rows = n.checked_div(ne0).unwrap_or(0);
                     ty.row_bytes(ne0)?.checked_mul(rows)
                 })
                 .ok_or_else(|| {
