@@ -79,14 +79,11 @@ fn min_value_bytes(ty: u32) -> Option<u64> {
 pub fn ggml_type_name(id: u32) -> Option<&'static str> {
     const NAMES: [&str; 43] = [
         "f32", "f16", "q4_0", "q4_1", "", "", "q5_0", "q5_1", "q8_0", "q8_1", "q2_K", "q3_K",
-        "q4_K", "q5_K", "q6_K", "q8_K", "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s", "iq4_nl",
-        "iq3_s", "iq2_s", "iq4_xs", "i8", "i16", "i32", "i64", "f64", "iq1_m", "bf16", "", "",
-        "", "tq1_0", "tq2_0", "", "", "", "mxfp4", "nvfp4", "q1_0", "q2_0",
+        "q4_K", "q5_K", "q6_K", "q8_K", "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s",
+        "iq2_s", "iq4_xs", "i8", "i16", "i32", "i64", "f64", "iq1_m", "bf16", "", "", "", "tq1_0",
+        "tq2_0", "", "", "", "mxfp4", "nvfp4", "q1_0", "q2_0",
     ];
-    NAMES
-        .get(id as usize)
-        .copied()
-        .filter(|n| !n.is_empty())
+    NAMES.get(id as usize).copied().filter(|n| !n.is_empty())
 }
 
 fn file_error(file: &Path, problem: CheckpointProblem) -> Error {
@@ -226,12 +223,7 @@ pub fn parse(path_for_errors: &Path, bytes: &[u8]) -> Result<Parsed> {
         Ok(())
     };
     bound(kv_count, 14, "metadata count", &r)?;
-    bound(
-        tensor_count,
-        24,
-        "tensor count",
-        &r,
-    )?;
+    bound(tensor_count, 24, "tensor count", &r)?;
 
     let mut budget = MAX_METADATA_VALUES;
     let mut metadata: Vec<(String, MetaValue)> = Vec::with_capacity(kv_count as usize);
@@ -239,7 +231,10 @@ pub fn parse(path_for_errors: &Path, bytes: &[u8]) -> Result<Parsed> {
     for i in 0..kv_count {
         let key = r.string(&|| format!("the key of metadata pair {i}"))?;
         if key.is_empty() {
-            return Err(malformed(file, format!("metadata pair {i} has an empty key")));
+            return Err(malformed(
+                file,
+                format!("metadata pair {i} has an empty key"),
+            ));
         }
         if !keys.insert(key.clone()) {
             return Err(malformed(
@@ -264,10 +259,7 @@ pub fn parse(path_for_errors: &Path, bytes: &[u8]) -> Result<Parsed> {
         Some((_, v)) => {
             return Err(malformed(
                 file,
-                format!(
-                    "`{ALIGNMENT_KEY}` must be a u32, not {}",
-                    v.type_name()
-                ),
+                format!("`{ALIGNMENT_KEY}` must be a u32, not {}", v.type_name()),
             ));
         }
     };
@@ -465,11 +457,17 @@ fn read_tensor_info(r: &mut Reader, i: u64) -> Result<GgufTensor> {
         }
         dims.push(d);
     }
-    let elements = dims
+    // The product of the non-zero dimensions too, so no product of some of them (rows,
+    // a matrix of a stacked tensor) wraps even when another dimension is 0.
+    let nonzero = dims
         .iter()
-        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-        .filter(|&n| n <= i64::MAX as u64)
-        .ok_or_else(|| bad(format!("dimensions {dims:?}: more than 2^63 - 1 elements")))?;
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d.max(1)));
+    if nonzero.is_none_or(|n| n > i64::MAX as u64) {
+        return Err(bad(format!(
+            "dimensions {dims:?}: more than 2^63 - 1 elements"
+        )));
+    }
+    let elements: u64 = dims.iter().product();
     let type_id = r.u32(&what("type"))?;
     let offset = r.u64(&what("offset"))?;
     let Some(ty) = GgmlType::from_id(type_id) else {
@@ -485,7 +483,7 @@ fn read_tensor_info(r: &mut Reader, i: u64) -> Result<GgufTensor> {
         ));
     };
     let ne0 = dims.first().copied().unwrap_or(1);
-    let rows = if ne0 == 0 { 0 } else { elements / ne0 };
+    let rows = elements.checked_div(ne0).unwrap_or(0);
     let row = ty.row_bytes(ne0).ok_or_else(|| {
         bad(format!(
             "{ne0} elements per row, not a whole number of {} blocks of {}",
@@ -513,7 +511,7 @@ fn check_layout(file: &Path, tensors: &[GgufTensor], alignment: u64, data_len: u
     let mut previous: Option<&str> = None;
     for t in tensors {
         let bad = |problem| tensor_error(file, &t.name, problem);
-        if t.offset % alignment != 0 {
+        if !t.offset.is_multiple_of(alignment) {
             return Err(bad(CheckpointProblem::Malformed(format!(
                 "offset {} is not a multiple of the alignment {alignment}",
                 t.offset
