@@ -17,6 +17,9 @@
 
 mod common;
 
+use llm_anatomy::kernels::WeightData;
+use llm_anatomy::quant::GgmlType;
+use llm_anatomy::qwen3::weights::{ExpertLayout, Ffn};
 use llm_anatomy::qwen3::{self, F32Tensors, Model, Tensors};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -118,6 +121,28 @@ fn every_family_and_quirk_is_covered() {
     assert!(cfg.tie_word_embeddings && cfg.norm_topk_prob && cfg.num_experts == 4);
     let (cfg, _) = qwen3::open(&fixtures().join("qwen2/q8_0.gguf")).unwrap();
     assert!(cfg.attention_bias && !cfg.qk_norm && cfg.model_type == "qwen2");
+    // The default path keeps the blocks: no dequantised copy of a matrix is made.
+    let (cfg, file) = qwen3::open(&fixtures().join("moe/q4_k_m.gguf")).unwrap();
+    let model = Model::new(cfg, &file).unwrap();
+    let a = &model.weights.layers[0].self_attn;
+    assert!(matches!(
+        a.q_proj.data,
+        WeightData::Quant {
+            ty: GgmlType::Q4_K,
+            ..
+        }
+    ));
+    let Ffn::Moe { experts, .. } = &model.weights.layers[0].mlp else {
+        panic!("an MoE layer")
+    };
+    assert!(matches!(
+        experts[3].down.data,
+        WeightData::Quant {
+            ty: GgmlType::Q6_K,
+            ..
+        }
+    ));
+    assert_eq!(model.weights.expert_layout, Some(ExpertLayout::Stacked));
 }
 
 #[test]
