@@ -431,7 +431,7 @@ pub fn screen_checkpoint(
     };
     let embed = matrix(embed_name)?;
     let unembed_name = find(UNEMBED_NAMES);
-    let unembed = unembed_name.map(|n| matrix(n)).transpose()?;
+    let unembed = unembed_name.map(matrix).transpose()?;
     let where_is = |name: &str| {
         let file = ckpt.file_of(name).map_or_else(
             |_| ckpt.dir().display().to_string(),
