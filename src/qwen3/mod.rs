@@ -13,6 +13,14 @@
 //! The same engine runs dense Qwen3 and Qwen2 / Qwen2.5 (`model_type: "qwen2"`): Qwen2 is
 //! a variant of the config (q/k/v biases, no q/k norm; see [`config`]), not a second
 //! forward pass (tests/qwen2_transformers.rs checks it against `Qwen2ForCausalLM`).
+//!
+//! It also runs llama.cpp's GGUF files (architectures `qwen3moe`, `qwen3`, `qwen2`): [`open`]
+//! takes a `.gguf` as MODEL, the config comes from its metadata ([`gguf_config`]), the
+//! tensors from its names ([`gguf_names`], one table read both ways), and [`tensors`] hands
+//! the loader block-format matrices that the kernels dequantise block by block, so the
+//! default path keeps no dequantised copy. [`Model::with_reference_kernels`] on an
+//! [`F32Tensors`] store is the `--reference` pass. tests/gguf_models.rs checks both against
+//! transformers' logits on the same dequantised weights.
 
 pub mod config;
 pub mod finite;
