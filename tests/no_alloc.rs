@@ -117,7 +117,7 @@ fn block_format_weights_do_not_allocate() {
     let path = Path::new("tests/fixtures/gguf_models/moe/q4_k_m.gguf");
     let (config, file) = llm_anatomy::qwen3::open(path).unwrap();
     let model = Model::new(config, &file).unwrap();
-    let mut session = model.session(64).unwrap();
+    let mut session = model.session(200).unwrap();
     let prompt: Vec<u32> = (0..16).map(|i| 3 + 13 * i).collect();
     // Its 256 × 256 matrices take the rayon path: from inside a pool, with a warm-up long
     // enough for both workers to have stolen work (see the test above).
@@ -130,7 +130,7 @@ fn block_format_weights_do_not_allocate() {
             .forward(&mut session, &prompt, Logits::Last, None)
             .unwrap();
         let mut next = llm_anatomy::qwen3::generate::argmax(logits) as u32;
-        for _ in 0..24 {
+        for _ in 0..150 {
             let logits = model
                 .forward(&mut session, &[next], Logits::Last, None)
                 .unwrap();
