@@ -1019,6 +1019,42 @@ fn bad_gguf_models_are_refused_naming_the_file_and_tensor_or_key() {
         &["generate", s(&magic), "--ids", IDS, "--max-new-tokens", "1"],
         &["magic.gguf"],
     );
+    // Non-finite weights: a norm (F32, found at load) and a Q8_0 block's f16 scale (found
+    // when the forward pass runs into it), named by their GGUF names and roles.
+    let poisoned = |tensor: &str, bytes: &[u8], tag: &str| -> PathBuf {
+        let g =
+            llm_anatomy::gguf::Gguf::open(&Path::new(env!("CARGO_MANIFEST_DIR")).join(GOOD_GGUF))
+                .unwrap();
+        let t = g.tensor(tensor).unwrap();
+        let at = (g.data_offset() + t.offset) as usize;
+        let mut copy = good.clone();
+        copy[at..at + bytes.len()].copy_from_slice(bytes);
+        let path = dir.join(format!("{tag}.gguf"));
+        std::fs::write(&path, copy).unwrap();
+        path
+    };
+    let nan_norm = poisoned(
+        "blk.1.attn_norm.weight",
+        &f32::NAN.to_le_bytes(),
+        "nan_norm",
+    );
+    run(
+        &nan_norm,
+        &[
+            "blk.1.attn_norm.weight",
+            "model.layers.1.input_layernorm.weight",
+            "NaN",
+        ],
+    );
+    let nan_scale = poisoned("blk.1.attn_k.weight", &[0x00, 0x7e], "nan_scale");
+    run(
+        &nan_scale,
+        &[
+            "blk.1.attn_k.weight",
+            "model.layers.1.self_attn.k_proj.weight",
+            "NaN",
+        ],
+    );
     // A GGUF without a vocabulary cannot tokenise text: the key is named.
     refused(
         &["glitch", "--model", GOOD_GGUF],
