@@ -291,7 +291,7 @@ fn tensor_words(w: &Weights, name: &str) -> String {
 
 fn found(w: &Weights, name: &str, at: &str, v: f32, step: &str, position: usize) -> Error {
     Error::NonFinite {
-        what: tensor_words(w, &name),
+        what: tensor_words(w, name),
         detail: format!("{} at {at} ({step} at position {position})", describe(v)),
     }
 }
