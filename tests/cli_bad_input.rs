@@ -993,6 +993,38 @@ fn bad_gguf_models_are_refused_naming_the_file_and_tensor_or_key() {
             "missing",
         ],
     );
+    // A size in the metadata that the tensors do not have: both shapes are named.
+    let wrong_size = dir.join("wrong_size.gguf");
+    gguf_without(&wrong_size, "", "qwen2.feed_forward_length");
+    {
+        use llm_anatomy::gguf::{Gguf, GgufWriter, MetaValue};
+        let g = Gguf::open(&wrong_size).unwrap();
+        let mut metadata = g.metadata().to_vec();
+        metadata.push(("qwen2.feed_forward_length".into(), MetaValue::U32(128)));
+        let infos = g
+            .tensors()
+            .iter()
+            .map(|t| (t.name.clone(), t.dims.clone(), t.ty))
+            .collect();
+        let mut bytes = Vec::new();
+        let mut w = GgufWriter::new(&mut bytes, metadata, infos, g.alignment()).unwrap();
+        for t in g.tensors() {
+            w.write_tensor(&t.name, g.data(t)).unwrap();
+        }
+        w.finish().unwrap();
+        drop(g); // unmapped before the file it maps is rewritten
+        std::fs::write(&wrong_size, bytes).unwrap();
+    }
+    run(
+        &wrong_size,
+        &[
+            "wrong_size.gguf",
+            "blk.0.ffn_gate.weight",
+            "model.layers.0.mlp.gate_proj.weight",
+            "[256, 128]",
+            "[128, 128]",
+        ],
+    );
     // A metadata key missing.
     let no_key = dir.join("no_key.gguf");
     gguf_without(&no_key, "", "qwen2.block_count");
