@@ -912,3 +912,184 @@ fn messages_say_what_is_wrong_and_stay_short() {
         &["long.tiktoken"],
     );
 }
+
+// ---- GGUF MODEL input (made here from tests/fixtures/gguf_models/qwen2/q8_0.gguf, which
+// scripts/gen_gguf_model_fixtures.py wrote with llama.cpp's quantiser).
+
+const GOOD_GGUF: &str = "tests/fixtures/gguf_models/qwen2/q8_0.gguf";
+
+/// A fresh directory for the GGUF cases of `tag`.
+fn gguf_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("anatomy-bad-gguf-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn good_gguf_bytes() -> Vec<u8> {
+    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join(GOOD_GGUF)).unwrap()
+}
+
+/// The good file rewritten by the crate's own GGUF writer without tensor `drop_tensor`
+/// and metadata key `drop_key` (either may be "").
+fn gguf_without(path: &Path, drop_tensor: &str, drop_key: &str) {
+    use llm_anatomy::gguf::{Gguf, GgufWriter};
+    let g = Gguf::open(&Path::new(env!("CARGO_MANIFEST_DIR")).join(GOOD_GGUF)).unwrap();
+    let metadata = g
+        .metadata()
+        .iter()
+        .filter(|(k, _)| k != drop_key)
+        .cloned()
+        .collect();
+    let kept: Vec<_> = g
+        .tensors()
+        .iter()
+        .filter(|t| t.name != drop_tensor)
+        .collect();
+    let infos = kept
+        .iter()
+        .map(|t| (t.name.clone(), t.dims.clone(), t.ty))
+        .collect();
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = GgufWriter::new(file, metadata, infos, g.alignment()).unwrap();
+    for t in &kept {
+        w.write_tensor(&t.name, g.data(t)).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+#[test]
+fn bad_gguf_models_are_refused_naming_the_file_and_tensor_or_key() {
+    let dir = gguf_dir("cases");
+    let good = good_gguf_bytes();
+    let run = |path: &Path, needles: &[&str]| {
+        let out = dir.join("out.safetensors");
+        refused(
+            &["logits", s(path), "--ids", IDS, "--out", s(&out)],
+            needles,
+        );
+    };
+    // Truncated: the header is whole, a tensor's bytes are not.
+    let truncated = dir.join("truncated.gguf");
+    std::fs::write(&truncated, &good[..good.len() * 2 / 3]).unwrap();
+    run(&truncated, &["truncated.gguf", "tensor `", "truncated"]);
+    std::fs::write(&truncated, &good[..20]).unwrap();
+    run(&truncated, &["truncated.gguf"]);
+    // Wrong magic.
+    let magic = dir.join("magic.gguf");
+    let mut bytes = good.clone();
+    bytes[..4].copy_from_slice(b"GGML");
+    std::fs::write(&magic, &bytes).unwrap();
+    run(&magic, &["magic.gguf", "GGUF"]);
+    // A tensor missing: named by its GGUF name and the Hugging Face role.
+    let missing = dir.join("missing.gguf");
+    gguf_without(&missing, "blk.1.attn_q.weight", "");
+    run(
+        &missing,
+        &[
+            "missing.gguf",
+            "blk.1.attn_q.weight",
+            "model.layers.1.self_attn.q_proj.weight",
+            "missing",
+        ],
+    );
+    // A size in the metadata that the tensors do not have: both shapes are named.
+    let wrong_size = dir.join("wrong_size.gguf");
+    gguf_without(&wrong_size, "", "qwen2.feed_forward_length");
+    {
+        use llm_anatomy::gguf::{Gguf, GgufWriter, MetaValue};
+        let g = Gguf::open(&wrong_size).unwrap();
+        let mut metadata = g.metadata().to_vec();
+        metadata.push(("qwen2.feed_forward_length".into(), MetaValue::U32(128)));
+        let infos = g
+            .tensors()
+            .iter()
+            .map(|t| (t.name.clone(), t.dims.clone(), t.ty))
+            .collect();
+        let mut bytes = Vec::new();
+        let mut w = GgufWriter::new(&mut bytes, metadata, infos, g.alignment()).unwrap();
+        for t in g.tensors() {
+            w.write_tensor(&t.name, g.data(t)).unwrap();
+        }
+        w.finish().unwrap();
+        drop(g); // unmapped before the file it maps is rewritten
+        std::fs::write(&wrong_size, bytes).unwrap();
+    }
+    run(
+        &wrong_size,
+        &[
+            "wrong_size.gguf",
+            "blk.0.ffn_gate.weight",
+            "model.layers.0.mlp.gate_proj.weight",
+            "[256, 128]",
+            "[128, 128]",
+        ],
+    );
+    // A metadata key missing.
+    let no_key = dir.join("no_key.gguf");
+    gguf_without(&no_key, "", "qwen2.block_count");
+    run(&no_key, &["no_key.gguf", "qwen2.block_count", "missing"]);
+    // A directory named x.gguf, and a FIFO (refused by kind, never opened for reading).
+    let folder = dir.join("x.gguf");
+    std::fs::create_dir_all(&folder).unwrap();
+    run(&folder, &["x.gguf", "directory"]);
+    let fifo = dir.join("pipe.gguf");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    run(&fifo, &["pipe.gguf", "FIFO"]);
+    // The other model commands take the same path through qwen3::open.
+    refused(
+        &["router-stats", s(&missing), "--ids", IDS],
+        &["blk.1.attn_q.weight"],
+    );
+    refused(
+        &["generate", s(&magic), "--ids", IDS, "--max-new-tokens", "1"],
+        &["magic.gguf"],
+    );
+    // Non-finite weights: a norm (F32, found at load) and a Q8_0 block's f16 scale (found
+    // when the forward pass runs into it), named by their GGUF names and roles.
+    let poisoned = |tensor: &str, bytes: &[u8], tag: &str| -> PathBuf {
+        let g =
+            llm_anatomy::gguf::Gguf::open(&Path::new(env!("CARGO_MANIFEST_DIR")).join(GOOD_GGUF))
+                .unwrap();
+        let t = g.tensor(tensor).unwrap();
+        let at = (g.data_offset() + t.offset) as usize;
+        let mut copy = good.clone();
+        copy[at..at + bytes.len()].copy_from_slice(bytes);
+        let path = dir.join(format!("{tag}.gguf"));
+        std::fs::write(&path, copy).unwrap();
+        path
+    };
+    let nan_norm = poisoned(
+        "blk.1.attn_norm.weight",
+        &f32::NAN.to_le_bytes(),
+        "nan_norm",
+    );
+    run(
+        &nan_norm,
+        &[
+            "blk.1.attn_norm.weight",
+            "model.layers.1.input_layernorm.weight",
+            "NaN",
+        ],
+    );
+    let nan_scale = poisoned("blk.1.attn_k.weight", &[0x00, 0x7e], "nan_scale");
+    run(
+        &nan_scale,
+        &[
+            "blk.1.attn_k.weight",
+            "model.layers.1.self_attn.k_proj.weight",
+            "NaN",
+        ],
+    );
+    // A GGUF without a vocabulary cannot tokenise text: the key is named.
+    refused(
+        &["glitch", "--model", GOOD_GGUF],
+        &["q8_0.gguf", "tokenizer.ggml.model"],
+    );
+}
