@@ -246,7 +246,7 @@ fn is_quantized(ty: GgmlType) -> bool {
 /// (`tensor_type_fallback`): the K types step down to a 32-weight type, and F16 takes any
 /// row the 32-weight type cannot.
 pub fn fallback_type(target: GgmlType, ncols: usize) -> GgmlType {
-    if ncols % target.block_size() == 0 {
+    if ncols.is_multiple_of(target.block_size()) {
         return target;
     }
     let step = match target {
@@ -255,7 +255,7 @@ pub fn fallback_type(target: GgmlType, ncols: usize) -> GgmlType {
         GgmlType::Q6_K => GgmlType::Q8_0,
         other => other,
     };
-    if ncols % step.block_size() == 0 {
+    if ncols.is_multiple_of(step.block_size()) {
         step
     } else {
         GgmlType::F16
@@ -302,7 +302,7 @@ fn role_type(
     let is_lm_head = matches!(tensor, TensorRole::Output)
         || (ctx.tied_embeddings && matches!(tensor, TensorRole::TokenEmbd));
     if is_lm_head {
-        return if ncols % default.block_size() != 0 || default == G::Q8_0 {
+        return if !ncols.is_multiple_of(default.block_size()) || default == G::Q8_0 {
             G::Q8_0
         } else {
             G::Q6_K
