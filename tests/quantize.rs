@@ -1,0 +1,119 @@
+//! Chapter 11 — `anatomy quantize`: the per-tensor type mix and the quantised file, checked
+//! against what llama.cpp 0.3.36's own quantiser (`llama_model_quantize`) made of the same
+//! two checkpoints (tests/fixtures/quantize/expected-*.json, written by
+//! scripts/gen_quantize_fixtures.py; see tests/fixtures/quantize/PROVENANCE.md).
+
+use llm_anatomy::quant::GgmlType;
+use llm_anatomy::quant::mix::{FileType, MixContext, TensorRole, choose_type, estimate_bytes};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The fixture of one checkpoint: `("hf" | "tiny", its JSON)`.
+fn expected(label: &str) -> Value {
+    let path = root().join(format!("tests/fixtures/quantize/expected-{label}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn checkpoint_dir(label: &str) -> PathBuf {
+    match label {
+        "hf" => root().join("tests/fixtures/quantize/hf"),
+        _ => root().join("data/tiny-qwen3-moe"),
+    }
+}
+
+fn config(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap()
+}
+
+fn mix_context(label: &str) -> MixContext {
+    let cfg = config(&checkpoint_dir(label));
+    let n_expert = cfg
+        .get("num_experts")
+        .or_else(|| cfg.get("num_local_experts"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0) as usize;
+    MixContext {
+        n_layer: cfg["num_hidden_layers"].as_u64().unwrap() as usize,
+        n_expert,
+        tied_embeddings: cfg["tie_word_embeddings"].as_bool().unwrap(),
+        is_70b: false,
+    }
+}
+
+/// ggml dims (innermost first) → row-major shape.
+fn shape_of(dims: &Value) -> Vec<usize> {
+    let mut s: Vec<usize> = dims
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_u64().unwrap() as usize)
+        .collect();
+    s.reverse();
+    s
+}
+
+/// gguf-py's type name (`"Q4_K"`, `"BF16"`) of one of ours.
+fn gguf_py_name(ty: GgmlType) -> String {
+    ty.name().to_ascii_uppercase()
+}
+
+#[test]
+fn mix_gives_llama_cpp_s_type_to_every_tensor() {
+    let mut checked = 0;
+    for label in ["hf", "tiny"] {
+        let exp = expected(label);
+        let ctx = mix_context(label);
+        for (ftype_name, per_ftype) in exp["ftypes"].as_object().unwrap() {
+            let ftype = FileType::from_name(ftype_name).unwrap();
+            assert_eq!(
+                per_ftype["file_type"].as_u64().unwrap(),
+                u64::from(ftype.id())
+            );
+            for (name, t) in per_ftype["tensors"].as_object().unwrap() {
+                let role = TensorRole::from_gguf_name(name);
+                let shape = shape_of(&t["dims"]);
+                let got = choose_type(ftype, &role, &shape, &ctx);
+                assert_eq!(
+                    gguf_py_name(got),
+                    t["type"].as_str().unwrap(),
+                    "{label} {ftype_name} {name} {shape:?}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 500, "only {checked} tensors checked");
+}
+
+#[test]
+fn estimate_is_llama_cpp_s_tensor_bytes() {
+    for label in ["hf", "tiny"] {
+        let exp = expected(label);
+        let ctx = mix_context(label);
+        for (ftype_name, per_ftype) in exp["ftypes"].as_object().unwrap() {
+            let ftype = FileType::from_name(ftype_name).unwrap();
+            let tensors: Vec<(TensorRole, Vec<usize>)> = per_ftype["tensors"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(name, t)| (TensorRole::from_gguf_name(name), shape_of(&t["dims"])))
+                .collect();
+            let want: u64 = per_ftype["tensors"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|t| t["bytes"].as_u64().unwrap())
+                .sum();
+            assert_eq!(
+                estimate_bytes(ftype, &tensors, &ctx),
+                Some(want),
+                "{label} {ftype_name}"
+            );
+        }
+    }
+}
