@@ -17,6 +17,7 @@
 pub mod config;
 pub mod finite;
 pub mod generate;
+pub mod gguf_names;
 pub mod kv_cache;
 pub mod lost_in_middle;
 pub mod model;
