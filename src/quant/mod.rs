@@ -24,6 +24,8 @@ pub mod floats;
 pub mod k_blocks;
 pub mod k_quantize;
 pub mod legacy;
+/// Which type each tensor of a file gets (llama.cpp's quantisation mix).
+pub mod mix;
 
 /// A tensor element type of ggml, with its on-disk id (the `ggml_type` enum of ggml.h).
 /// Only the types this crate reads and writes are listed; a GGUF tensor of any other type
@@ -272,5 +274,3 @@ mod tests {
         dequantize(GgmlType::Q8_0, &[0; 33], &mut [0.0; 32]);
     }
 }
-/// Which type each tensor of a file gets (llama.cpp's quantisation mix).
-pub mod mix;

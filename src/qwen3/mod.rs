@@ -17,10 +17,12 @@
 pub mod config;
 pub mod finite;
 pub mod generate;
+pub mod gguf_config;
 pub mod gguf_names;
 pub mod kv_cache;
 pub mod lost_in_middle;
 pub mod model;
+pub mod to_gguf;
 pub mod weights;
 
 pub use config::Qwen3Config;
