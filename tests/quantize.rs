@@ -3,8 +3,10 @@
 //! two checkpoints (tests/fixtures/quantize/expected-*.json, written by
 //! scripts/gen_quantize_fixtures.py; see tests/fixtures/quantize/PROVENANCE.md).
 
+use llm_anatomy::gguf::Gguf;
 use llm_anatomy::quant::GgmlType;
 use llm_anatomy::quant::mix::{FileType, MixContext, TensorRole, choose_type, estimate_bytes};
+use llm_anatomy::qwen3::to_gguf;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -116,4 +118,94 @@ fn estimate_is_llama_cpp_s_tensor_bytes() {
             );
         }
     }
+}
+
+/// Types whose quantiser is deterministic in one way only: ours must give llama.cpp's
+/// bytes. (The K types search scales; they are held to llama.cpp's RMSE instead.)
+fn byte_exact(ty: GgmlType) -> bool {
+    !matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn dequantized(g: &Gguf, t: &llm_anatomy::gguf::GgufTensor) -> Vec<f32> {
+    let mut out = vec![0.0f32; t.elements() as usize];
+    llm_anatomy::quant::dequantize(t.ty, g.data(t), &mut out);
+    out
+}
+
+fn quantize_to(label: &str, ftype: FileType, dir: &Path) -> PathBuf {
+    let out = dir.join(format!("{label}-{}.gguf", ftype.name()));
+    to_gguf::quantize_checkpoint(&checkpoint_dir(label), &out, ftype, None, &mut |_, _, _| {})
+        .unwrap_or_else(|e| panic!("{label} {}: {e}", ftype.name()));
+    out
+}
+
+#[test]
+fn quantized_files_match_llama_cpp_s() {
+    let tmp = std::env::temp_dir().join(format!("anatomy-quantize-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    for label in ["hf", "tiny"] {
+        let exp = expected(label);
+        let reference = Gguf::open(&quantize_to(label, FileType::F32, &tmp)).unwrap();
+        for (ftype_name, per_ftype) in exp["ftypes"].as_object().unwrap() {
+            let ftype = FileType::from_name(ftype_name).unwrap();
+            let path = quantize_to(label, ftype, &tmp);
+            let g = Gguf::open(&path).unwrap();
+            let want = per_ftype["tensors"].as_object().unwrap();
+            assert_eq!(g.tensors().len(), want.len(), "{label} {ftype_name}");
+            assert_eq!(
+                g.get("general.file_type").and_then(|v| v.as_u64()),
+                Some(u64::from(ftype.id()))
+            );
+            assert_eq!(
+                g.get("general.quantization_version")
+                    .and_then(|v| v.as_u64()),
+                Some(2)
+            );
+            for t in g.tensors() {
+                let what = format!("{label} {ftype_name} {}", t.name);
+                let w = want
+                    .get(&t.name)
+                    .unwrap_or_else(|| panic!("{what}: not in llama.cpp's file"));
+                assert_eq!(gguf_py_name(t.ty), w["type"].as_str().unwrap(), "{what}");
+                let dims: Vec<u64> = w["dims"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|d| d.as_u64().unwrap())
+                    .collect();
+                assert_eq!(t.dims, dims, "{what}");
+                let digest = sha256(g.data(t));
+                if byte_exact(t.ty) {
+                    assert_eq!(
+                        digest,
+                        w["sha256"].as_str().unwrap(),
+                        "{what}: bytes differ"
+                    );
+                    continue;
+                }
+                let ours = dequantized(&g, t);
+                let truth = dequantized(&reference, reference.tensor(&t.name).unwrap());
+                let mse: f64 = ours
+                    .iter()
+                    .zip(&truth)
+                    .map(|(a, b)| f64::from(a - b).powi(2))
+                    .sum::<f64>()
+                    / ours.len() as f64;
+                let (rmse, theirs) = (mse.sqrt(), w["rmse"].as_f64().unwrap());
+                assert!(
+                    rmse <= theirs * 1.02,
+                    "{what}: RMSE {rmse:e}, llama.cpp's {theirs:e}"
+                );
+            }
+        }
+    }
+    std::fs::remove_dir_all(&tmp).ok();
 }
