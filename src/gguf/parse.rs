@@ -477,7 +477,7 @@ fn read_tensor_info(r: &mut Reader, i: u64) -> Result<GgufTensor> {
         ));
     };
     let ne0 = dims.first().copied().unwrap_or(1);
-    let rows = if ne0 == 0 { 0 } else { elements / ne0 };
+    let rows = elements.checked_div(ne0).unwrap_or(0);
     let row = ty.row_bytes(ne0).ok_or_else(|| {
         bad(format!(
             "{ne0} elements per row, not a whole number of {} blocks of {}",
@@ -505,7 +505,7 @@ fn check_layout(file: &Path, tensors: &[GgufTensor], alignment: u64, data_len: u
     let mut previous: Option<&str> = None;
     for t in tensors {
         let bad = |problem| tensor_error(file, &t.name, problem);
-        if t.offset % alignment != 0 {
+        if !t.offset.is_multiple_of(alignment) {
             return Err(bad(CheckpointProblem::Malformed(format!(
                 "offset {} is not a multiple of the alignment {alignment}",
                 t.offset
