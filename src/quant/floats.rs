@@ -9,6 +9,8 @@
 //! above 65504. Widening either to f32 is exact. Narrowing rounds to nearest, ties to even,
 //! as ggml does (`ggml_compute_fp32_to_bf16`; a NaN stays a NaN, made quiet).
 
+use half::slice::HalfFloatSliceExt;
+
 // ANCHOR: fp32_to_bf16
 /// ggml's f32 → bf16: round to nearest, ties to even, on the bit pattern — add 0x7fff plus
 /// the lowest kept bit, then drop the low 16 bits. A NaN would round to infinity that way,
@@ -36,8 +38,16 @@ pub fn dequantize_f32(bytes: &[u8], out: &mut [f32]) {
 }
 
 pub fn dequantize_f16(bytes: &[u8], out: &mut [f32]) {
-    for (b, y) in bytes.chunks_exact(2).zip(out.iter_mut()) {
-        *y = super::f16_at(b);
+    // `half` converts a slice with the CPU's F16C instructions when it has them; the bytes
+    // may be unaligned, so they go through a small aligned buffer.
+    const CHUNK: usize = 256;
+    let mut bits = [half::f16::ZERO; CHUNK];
+    for (b, y) in bytes.chunks(2 * CHUNK).zip(out.chunks_mut(CHUNK)) {
+        let bits = &mut bits[..y.len()];
+        for (h, b) in bits.iter_mut().zip(b.chunks_exact(2)) {
+            *h = half::f16::from_bits(u16::from_le_bytes([b[0], b[1]]));
+        }
+        bits.convert_to_f32_slice(y);
     }
 }
 

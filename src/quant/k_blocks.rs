@@ -66,7 +66,7 @@ pub const Q5_K_BYTES: usize = 2 + 2 + 12 + QK_K / 8 + QK_K / 2;
 
 // ANCHOR: q6_k_block
 /// Q6_K: 256 weights in 210 bytes (6.5625 bits per weight). Sub-block `s` (16 weights):
-/// `w = (d·scales[s])·(q − 32)`, q ∈ 0..=63, scales[s] an i8. No minimum.
+/// `w = (d·scales[s])·(q − 32)`, q ∈ 0..=63, `scales[s]` an i8. No minimum.
 /// ```text
 ///  byte 0                 128         192              208      210
 ///       [ ql[128]           ][ qh[64]    ][ scales[16]:i8 ][ d:f16 ]
@@ -120,9 +120,10 @@ pub fn dequantize_q5_k(bytes: &[u8], out: &mut [f32]) {
             let (d_lo, min_lo) = (d * sc_lo as f32, dmin * m_lo as f32);
             let (d_hi, min_hi) = (d * sc_hi as f32, dmin * m_hi as f32);
             let (y_lo, y_hi) = y.split_at_mut(32);
+            let (bit_lo, bit_hi) = (1u8 << (2 * c), 1u8 << (2 * c + 1));
             for (((&q, &h), lo), hi) in q.iter().zip(qh).zip(y_lo).zip(y_hi) {
-                let q_lo = (q & 0x0f) | (((h >> (2 * c)) & 1) << 4);
-                let q_hi = (q >> 4) | (((h >> (2 * c + 1)) & 1) << 4);
+                let q_lo = (q & 0x0f) + if h & bit_lo != 0 { 16 } else { 0 };
+                let q_hi = (q >> 4) + if h & bit_hi != 0 { 16 } else { 0 };
                 *lo = d_lo * q_lo as f32 - min_lo;
                 *hi = d_hi * q_hi as f32 - min_hi;
             }

@@ -91,22 +91,13 @@ pub fn dequantize_q4_1(bytes: &[u8], out: &mut [f32]) {
 }
 // ANCHOR_END: dequantize_q4_1
 
-/// The 32 fifth bits of a Q5 block, bit `j` for weight `j`.
-fn q5_high_bits(b: &[u8]) -> u32 {
-    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
-}
-
 // ANCHOR: dequantize_q5_0
 pub fn dequantize_q5_0(bytes: &[u8], out: &mut [f32]) {
     for (block, y) in bytes.chunks_exact(Q5_0_BYTES).zip(out.chunks_exact_mut(QK)) {
         let d = f16_at(block);
-        let qh = q5_high_bits(&block[2..]);
-        let (lo, hi) = y.split_at_mut(QK / 2);
-        for (j, ((&q, lo), hi)) in block[6..].iter().zip(lo).zip(hi).enumerate() {
-            let q_lo = (q & 0x0f) | (((qh >> j) & 1) << 4) as u8;
-            let q_hi = (q >> 4) | (((qh >> (j + 16)) & 1) << 4) as u8;
-            *lo = d * (q_lo as i32 - 16) as f32;
-            *hi = d * (q_hi as i32 - 16) as f32;
+        let q = q5_values(&block[2..]);
+        for (y, &q) in y.iter_mut().zip(&q) {
+            *y = d * (q as i32 - 16) as f32;
         }
     }
 }
@@ -117,17 +108,27 @@ pub fn dequantize_q5_1(bytes: &[u8], out: &mut [f32]) {
     for (block, y) in bytes.chunks_exact(Q5_1_BYTES).zip(out.chunks_exact_mut(QK)) {
         let d = f16_at(block);
         let m = f16_at(&block[2..]);
-        let qh = q5_high_bits(&block[4..]);
-        let (lo, hi) = y.split_at_mut(QK / 2);
-        for (j, ((&q, lo), hi)) in block[8..].iter().zip(lo).zip(hi).enumerate() {
-            let q_lo = (q & 0x0f) | (((qh >> j) & 1) << 4) as u8;
-            let q_hi = (q >> 4) | (((qh >> (j + 16)) & 1) << 4) as u8;
-            *lo = d * q_lo as f32 + m;
-            *hi = d * q_hi as f32 + m;
+        let q = q5_values(&block[4..]);
+        for (y, &q) in y.iter_mut().zip(&q) {
+            *y = d * q as f32 + m;
         }
     }
 }
 // ANCHOR_END: dequantize_q5_1
+
+/// The 32 five-bit values of a Q5 block from its `qh` (4 bytes) and `qs` (16 bytes).
+#[inline(always)]
+fn q5_values(b: &[u8]) -> [u8; QK] {
+    let qh = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    let qs: &[u8; QK / 2] = b[4..4 + QK / 2].try_into().expect("16 bytes");
+    let mut q = [0u8; QK];
+    // Fixed trip counts: the loops unroll and every shift is a constant.
+    for j in 0..QK / 2 {
+        q[j] = (qs[j] & 0x0f) | ((((qh >> j) & 1) as u8) << 4);
+        q[j + 16] = (qs[j] >> 4) | ((((qh >> (j + 16)) & 1) as u8) << 4);
+    }
+    q
+}
 
 // ANCHOR: dequantize_q8_0
 pub fn dequantize_q8_0(bytes: &[u8], out: &mut [f32]) {
