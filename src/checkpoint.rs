@@ -478,6 +478,7 @@ impl Checkpoint {
                 WeightData::F32(d) => d.to_vec(),
                 WeightData::Bf16(d) => d.iter().map(|x| x.to_f32()).collect(),
                 WeightData::F16(d) => d.iter().map(|x| x.to_f32()).collect(),
+                WeightData::Quant { .. } => unreachable!("safetensors holds no block formats"),
             },
         };
         Ok((v, e.info.shape.clone()))
@@ -574,6 +575,13 @@ pub fn row_block<'a>(m: &Matrix<'a>, start: usize, rows: usize) -> Matrix<'a> {
         WeightData::F32(d) => WeightData::F32(&d[span]),
         WeightData::Bf16(d) => WeightData::Bf16(&d[span]),
         WeightData::F16(d) => WeightData::F16(&d[span]),
+        WeightData::Quant { ty, bytes } => {
+            let row_bytes = bytes.len() / m.rows.max(1);
+            WeightData::Quant {
+                ty,
+                bytes: &bytes[start * row_bytes..(start + rows) * row_bytes],
+            }
+        }
     };
     Matrix {
         data,
