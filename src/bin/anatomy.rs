@@ -229,6 +229,10 @@ enum Command {
         ftype: String,
         #[arg(long)]
         out: PathBuf,
+        /// Tokenizer to include (tiktoken file or tokenizer.json); default
+        /// MODEL_DIR/tokenizer.json if present, else none (llama.cpp's "none" vocabulary).
+        #[arg(long)]
+        vocab: Option<PathBuf>,
     },
 }
 
@@ -571,6 +575,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             model_dir,
             ftype,
             out,
+            vocab,
         } => {
             use llm_anatomy::quant::mix::{ALL_FILE_TYPES, FileType};
             let ftype = FileType::from_name(&ftype).ok_or_else(|| {
@@ -589,7 +594,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 &model_dir,
                 &out,
                 ftype,
-                None,
+                vocab.as_deref(),
                 &mut |done, total, tensor| {
                     bar.set_length(total);
                     bar.set_position(done);

@@ -22,6 +22,8 @@ use crate::quant::mix::{FileType, MixContext, TensorRole, choose_type};
 use crate::quant::{self, GgmlType};
 use crate::qwen3::weights::Weights;
 use crate::qwen3::{Qwen3Config, gguf_config, gguf_names};
+use crate::tokenizer::Tokenizer;
+use crate::tokenizer::gguf_vocab::gguf_tokenizer_metadata_for;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -310,17 +312,45 @@ pub fn metadata(
     meta
 }
 
+/// The tokenizer keys of the output: from `vocab` (a tiktoken file or tokenizer.json) if
+/// given, else from `model_dir/tokenizer.json` if there is one, padded to the model's
+/// vocabulary, with the chat template of `model_dir/tokenizer_config.json` if it has one.
+/// `None` when there is no tokenizer to read.
+pub fn tokenizer_metadata(
+    cfg: &Qwen3Config,
+    model_dir: &Path,
+    vocab: Option<&Path>,
+) -> Result<Option<Vec<(String, MetaValue)>>> {
+    let own = model_dir.join("tokenizer.json");
+    let tok = match vocab {
+        Some(file) => Tokenizer::from_file(file)?,
+        None if std::fs::symlink_metadata(&own).is_ok() => Tokenizer::from_file(&own)?,
+        None => return Ok(None),
+    };
+    let config = model_dir.join("tokenizer_config.json");
+    let template = if std::fs::symlink_metadata(&config).is_ok() {
+        let doc = crate::error::read_json(&config)?;
+        doc.get("chat_template")
+            .and_then(|t| t.as_str())
+            .map(str::to_string)
+    } else {
+        None
+    };
+    gguf_tokenizer_metadata_for(&tok, cfg.vocab_size, template.as_deref()).map(Some)
+}
+
 /// Quantises checkpoint directory `model_dir` into GGUF file `out` as `ftype`, calling
-/// `progress(done, total, tensor)` (in weights) as it goes. `tokenizer` is the tokenizer's
-/// GGUF metadata, if any.
+/// `progress(done, total, tensor)` (in weights) as it goes. The tokenizer comes from
+/// `vocab` or the directory ([`tokenizer_metadata`]).
 pub fn quantize_checkpoint(
     model_dir: &Path,
     out: &Path,
     ftype: FileType,
-    tokenizer: Option<Vec<(String, MetaValue)>>,
+    vocab: Option<&Path>,
     progress: &mut dyn FnMut(u64, u64, &str),
 ) -> Result<Summary> {
     let cfg = Qwen3Config::from_file(&model_dir.join("config.json"))?;
+    let tokenizer = tokenizer_metadata(&cfg, model_dir, vocab)?;
     let ckpt = Checkpoint::open(model_dir)?;
     // Every name, shape and dtype the config calls for, checked with errors naming them.
     Weights::load(&cfg, &ckpt)?;
