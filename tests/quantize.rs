@@ -209,3 +209,103 @@ fn quantized_files_match_llama_cpp_s() {
     }
     std::fs::remove_dir_all(&tmp).ok();
 }
+
+fn anatomy(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_anatomy"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A copy of the hf fixture whose `tensor` has weight 0 replaced by a bf16 NaN.
+fn checkpoint_with_nan(dir: &Path, tensor: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    let src = checkpoint_dir("hf");
+    std::fs::copy(src.join("config.json"), dir.join("config.json")).unwrap();
+    let mut bytes = std::fs::read(src.join("model.safetensors")).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    let begin = header[tensor]["data_offsets"][0].as_u64().unwrap() as usize;
+    let at = 8 + n + begin;
+    bytes[at..at + 2].copy_from_slice(&0x7fc0u16.to_le_bytes());
+    std::fs::write(dir.join("model.safetensors"), bytes).unwrap();
+}
+
+#[test]
+fn bad_input_is_named_and_leaves_the_output_alone() {
+    let tmp = std::env::temp_dir().join(format!("anatomy-quantize-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let out = tmp.join("out.gguf");
+    let out_s = out.to_str().unwrap();
+    let hf = checkpoint_dir("hf");
+    let hf_s = hf.to_str().unwrap();
+
+    let r = anatomy(&["quantize", hf_s, "--type", "q3_k_m", "--out", out_s]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(err.contains("q3_k_m") && err.contains("q4_k_m"), "{err}");
+
+    std::fs::write(&out, b"old").unwrap();
+    let nan_dir = tmp.join("nan");
+    let tensor = "model.layers.1.self_attn.q_proj.weight";
+    checkpoint_with_nan(&nan_dir, tensor);
+    let r = anatomy(&[
+        "quantize",
+        nan_dir.to_str().unwrap(),
+        "--type",
+        "q8_0",
+        "--out",
+        out_s,
+    ]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(tensor) && err.contains("row 0, column 0"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        b"old",
+        "a failed run replaced the output"
+    );
+
+    let r = anatomy(&[
+        "quantize",
+        hf_s,
+        "--type",
+        "q8_0",
+        "--out",
+        tmp.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        r.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+
+    let r = anatomy(&[
+        "quantize",
+        tmp.join("absent").to_str().unwrap(),
+        "--type",
+        "q8_0",
+        "--out",
+        out_s,
+    ]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(err.contains("absent"), "{err}");
+
+    let r = anatomy(&["quantize", hf_s, "--type", "Q4_K_M", "--out", out_s]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let g = Gguf::open(&out).unwrap();
+    assert_eq!(
+        g.get("general.file_type").and_then(|v| v.as_u64()),
+        Some(15)
+    );
+    assert_eq!(
+        g.get("tokenizer.ggml.model").and_then(|v| v.as_str()),
+        Some("none")
+    );
+    std::fs::remove_dir_all(&tmp).ok();
+}
