@@ -483,6 +483,10 @@ fn bad_tensor_infos_are_named_by_tensor() {
         &["`blk.0.w`", "elements"],
     );
     says(
+        &one_tensor(&[0, 1 << 62, 4], 0, 0, 4),
+        &["`blk.0.w`", "elements"],
+    );
+    says(
         &one_tensor(&[1 << 61, 2], 0, 0, 4),
         &["`blk.0.w`", "2^64 bytes"],
     );

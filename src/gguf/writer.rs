@@ -105,9 +105,10 @@ impl<W: Write> GgufWriter<W> {
                 )));
             }
             let ne0 = dims.first().copied().unwrap_or(1);
-            let elements = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
-            let size = elements
+            let nonzero = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d.max(1)));
+            let size = nonzero
                 .filter(|&n| n <= i64::MAX as u64)
+                .map(|_| dims.iter().product::<u64>())
                 .and_then(|n| {
                     let rows = n.checked_div(ne0).unwrap_or(0);
                     ty.row_bytes(ne0)?.checked_mul(rows)
