@@ -9,8 +9,9 @@ Writes tests/fixtures/quant/:
   inputs.safetensors      <tensor>.f32: the F32 originals, first ROWS rows of each 2-D tensor
   ftype_<N>.safetensors   for each llama ftype N: <tensor>.raw (U8, llama.cpp's bytes of those
                           rows) and <tensor>.dequant (F32, gguf.quants.dequantize of the bytes)
-  types.json              {ftype: {tensor: ggml type name}} for every tensor of every output,
-                          plus the shapes (ggml order) and which tensors fell back
+  types.json              {"ftypes": {ftype: {tensor: ggml type name}}} for every tensor of
+                          every output, "shapes" (ggml order, ne0 first) and "fallbacks"
+                          (per K ftype, the tensors llama.cpp gave a 32-weight type)
 
 A tiny `qwen3` model (2 layers, embedding 256, FFN 96) is written with gguf-py's GGUFWriter,
 random weights (seeded), the first rows of every tensor being rows that stress the rounding:
@@ -34,6 +35,7 @@ import llama_cpp
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "quant")
 ROWS = 14
 FTYPES = [2, 3, 8, 9, 7, 14, 15, 16, 17, 18, 1, 32]
+K_FTYPES = [14, 15, 16, 17, 18]
 N_LAYER, N_EMBD, N_FF, N_HEAD, N_KV, HEAD_DIM, N_VOCAB = 2, 256, 96, 4, 2, 64, 64
 
 
@@ -151,7 +153,7 @@ def main() -> None:
     tensors = model_tensors(rng)
     inputs = {f"{n}.f32": a[:ROWS] for n, a in tensors.items() if a.ndim == 2}
     save_safetensors(os.path.join(OUT, "inputs.safetensors"), inputs)
-    types: dict = {"rows_kept": ROWS, "shapes": {n: list(a.shape[::-1]) for n, a in tensors.items()}, "ftypes": {}}
+    types: dict = {"rows_kept": ROWS, "shapes": {n: list(a.shape[::-1]) for n, a in tensors.items()}, "ftypes": {}, "fallbacks": {}}
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "f32.gguf")
         write_model(src, tensors)
@@ -173,6 +175,12 @@ def main() -> None:
                 out[t.name + ".dequant"] = deq
             save_safetensors(os.path.join(OUT, f"ftype_{ftype}.safetensors"), out)
             types["ftypes"][str(ftype)] = kinds
+            if ftype in K_FTYPES:
+                # A 32-weight type in a K ftype is llama.cpp's fallback for a row length that
+                # is not a multiple of 256.
+                types["fallbacks"][str(ftype)] = sorted(
+                    n for n, k in kinds.items() if k in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "F16")
+                )
             print(ftype, sorted(set(kinds.values())))
     with open(os.path.join(OUT, "types.json"), "w") as f:
         json.dump(types, f, indent=1, sort_keys=True)
