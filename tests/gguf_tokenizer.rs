@@ -36,6 +36,30 @@ fn from_file() -> &'static gguf_vocab::GgufVocab {
     T.get_or_init(|| tokenizer_from_gguf(file()).unwrap())
 }
 
+#[test]
+fn open_reads_the_file_and_names_a_bad_one() {
+    let v = gguf_vocab::open(&dir().join("qwen3_vocab.gguf")).unwrap();
+    assert_eq!(
+        v.tokenizer.encode("<|im_start|>user").unwrap(),
+        [151644, 872]
+    );
+    let e = gguf_vocab::open(&dir().join("expected.json"))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("expected.json"), "{e}");
+    // A model file without a vocabulary (the model fixtures: tokenizer.ggml.model "none").
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf_models");
+    let e = gguf_vocab::open(&models.join("qwen2/q8_0.gguf"))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("q8_0.gguf") && e.contains("no vocabulary"),
+        "{e}"
+    );
+}
+
 fn ids(v: &Value) -> Vec<u32> {
     v.as_array()
         .unwrap()
@@ -354,6 +378,13 @@ fn malformed_metadata_is_an_error_naming_the_key() {
             Box::new(|m| array_mut(m, TOKENS_KEY)[258] = s("")),
             "tokenizer.ggml.tokens[258]",
         ),
+        (
+            Box::new(|m| {
+                array_mut(m, TOKENS_KEY)[259] = s("<|end|>");
+                array_mut(m, TYPES_KEY)[259] = MetaValue::I32(4);
+            }),
+            "tokenizer.ggml.tokens[259]",
+        ),
     ];
     for (i, (edit, want)) in cases.into_iter().enumerate() {
         let mut m = small();
@@ -396,6 +427,50 @@ fn no_panic_on_any_metadata() {
                 m[k].1 = MetaValue::Array(a[..cut].to_vec());
                 let _ = tokenizer_from_metadata(Path::new("x.gguf"), &m);
             }
+        }
+    }
+}
+
+fn meta_value() -> impl proptest::strategy::Strategy<Value = MetaValue> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        any::<u8>().prop_map(MetaValue::U8),
+        any::<i32>().prop_map(MetaValue::I32),
+        any::<u64>().prop_map(MetaValue::U64),
+        any::<i64>().prop_map(MetaValue::I64),
+        any::<f32>().prop_map(MetaValue::F32),
+        any::<bool>().prop_map(MetaValue::Bool),
+        "\\PC{0,6}|[a-cĠ ]{0,4}|<\\|[a-z]{0,3}\\|>".prop_map(MetaValue::Str),
+    ];
+    leaf.prop_recursive(2, 64, 16, |inner| {
+        prop::collection::vec(inner, 0..16).prop_map(MetaValue::Array)
+    })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// Any value under any tokenizer key, or an element of an array replaced: Ok or Err,
+    /// never a panic; and a vocabulary that loads encodes and decodes its own text back.
+    #[test]
+    fn arbitrary_tokenizer_metadata_never_panics(
+        key in 0usize..8,
+        value in meta_value(),
+        index in 0usize..300,
+        element in meta_value(),
+        text in "[abc<|end> x]{0,12}",
+    ) {
+        let mut whole = small();
+        whole[key].1 = value;
+        let _ = tokenizer_from_metadata(Path::new("p.gguf"), &whole);
+        let mut one = small();
+        if let MetaValue::Array(a) = &mut one[key].1 {
+            let i = index % a.len();
+            a[i] = element;
+        }
+        if let Ok(v) = tokenizer_from_metadata(Path::new("p.gguf"), &one) {
+            let ids = v.tokenizer.encode(&text).unwrap();
+            proptest::prop_assert_eq!(v.tokenizer.decode(&ids).unwrap(), text);
         }
     }
 }

@@ -353,7 +353,7 @@ mod tests {
                         "{ty:?} row {r} {c0}+{len}"
                     );
                 }
-                let block = crate::checkpoint::row_block(&q, 3, 4);
+                let block = q.row_block(3, 4);
                 block.row_into(2, &mut out);
                 assert_eq!(out, f[5 * cols..6 * cols], "{ty:?} row_block");
                 for n in [1, 5, 45] {

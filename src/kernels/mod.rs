@@ -197,6 +197,30 @@ impl<'a> Matrix<'a> {
         }
     }
 
+    /// Rows `start .. start + rows`, as a matrix (a fused or stacked expert tensor's
+    /// block; no copy). Panics if the block runs past the matrix (callers check shapes).
+    pub fn row_block(&self, start: usize, rows: usize) -> Matrix<'a> {
+        assert!(start + rows <= self.rows, "row_block: rows out of range");
+        let span = start * self.cols..(start + rows) * self.cols;
+        let data = match self.data {
+            WeightData::F32(d) => WeightData::F32(&d[span]),
+            WeightData::Bf16(d) => WeightData::Bf16(&d[span]),
+            WeightData::F16(d) => WeightData::F16(&d[span]),
+            WeightData::Quant { ty, bytes } => {
+                let row_bytes = bytes.len() / self.rows.max(1);
+                WeightData::Quant {
+                    ty,
+                    bytes: &bytes[start * row_bytes..(start + rows) * row_bytes],
+                }
+            }
+        };
+        Matrix {
+            data,
+            rows,
+            cols: self.cols,
+        }
+    }
+
     /// The bytes the weights take as stored (scales included for block formats).
     pub fn stored_bytes(&self) -> usize {
         match self.data {

@@ -22,34 +22,55 @@ pub mod gguf_names;
 pub mod kv_cache;
 pub mod lost_in_middle;
 pub mod model;
+pub mod tensors;
 pub mod to_gguf;
 pub mod weights;
 
 pub use config::Qwen3Config;
 pub use generate::{GenerateOptions, Sampling, Stepper, generate};
 pub use model::{LayerRouting, Logits, Model, Output, Session};
+pub use tensors::{F32Tensors, ModelFile, Tensors};
 
 use crate::checkpoint::Checkpoint;
 use crate::error::Result;
 use serde_json::Value;
 use std::path::Path;
 
-/// Reads `MODEL_DIR/config.json` and opens the checkpoint beside it; build the model with
-/// `Model::new(config, &checkpoint)`.
-pub fn open(dir: &Path) -> Result<(Qwen3Config, Checkpoint)> {
-    if !dir.is_dir() {
-        let what = match std::fs::metadata(dir) {
+/// Opens MODEL: a Hugging Face directory (`config.json` and the safetensors beside it) or a
+/// single `.gguf` file (the config read from its metadata, [`gguf_config`]). Build the
+/// model with `Model::new(config, &file)`.
+pub fn open(path: &Path) -> Result<(Qwen3Config, ModelFile)> {
+    let gguf_name = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+    if gguf_name || (path.is_file() && is_gguf(path)) {
+        let g = crate::gguf::Gguf::open(path)?;
+        let config = gguf_config::config_from_gguf(&g)?;
+        return Ok((config, ModelFile::Gguf(g)));
+    }
+    if !path.is_dir() {
+        let what = match std::fs::metadata(path) {
             Ok(m) => format!(
-                "is a {}, not a model directory",
+                "is a {}, not a model directory or .gguf file",
                 crate::error::kind_name(m.file_type())
             ),
-            Err(_) => "no such model directory".to_string(),
+            Err(_) => "no such model directory or .gguf file".to_string(),
         };
-        return Err(crate::Error::Invalid(format!("{}: {what}", dir.display())));
+        return Err(crate::Error::Invalid(format!("{}: {what}", path.display())));
     }
-    let config = Qwen3Config::from_file(&dir.join("config.json"))?;
-    let ckpt = Checkpoint::open(dir)?;
-    Ok((config, ckpt))
+    let config = Qwen3Config::from_file(&path.join("config.json"))?;
+    let ckpt = Checkpoint::open(path)?;
+    Ok((config, ModelFile::Safetensors(ckpt)))
+}
+
+/// Whether a regular file starts with GGUF's magic (a GGUF file not named `*.gguf`).
+fn is_gguf(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && &magic == b"GGUF"
 }
 
 /// Writes logits as a safetensors file with one tensor `"logits"`, F32 `[rows, vocab]`:

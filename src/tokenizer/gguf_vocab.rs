@@ -74,6 +74,11 @@ pub fn tokenizer_from_gguf(g: &Gguf) -> Result<GgufVocab> {
     tokenizer_from_metadata(g.path(), g.metadata())
 }
 
+/// Opens a GGUF file (checked whole, see [`Gguf::open`]) and reads its tokenizer.
+pub fn open(path: &Path) -> Result<GgufVocab> {
+    tokenizer_from_gguf(&Gguf::open(path)?)
+}
+
 /// The tokenizer described by GGUF metadata pairs (`file` names the source in errors).
 pub fn tokenizer_from_metadata(file: &Path, metadata: &[(String, MetaValue)]) -> Result<GgufVocab> {
     let what = file.display().to_string();
@@ -179,6 +184,7 @@ pub fn tokenizer_from_metadata(file: &Path, metadata: &[(String, MetaValue)]) ->
     let mut entries = Vec::with_capacity(n);
     let mut added = Vec::new();
     let mut by_string: FxHashMap<&str, u32> = FxHashMap::default();
+    let mut added_ids: FxHashMap<&str, usize> = FxHashMap::default();
     for (i, (text, &ty)) in tokens.iter().zip(&types).enumerate() {
         let id = i as u32;
         let at = || format!("{TOKENS_KEY}[{i}]");
@@ -203,6 +209,12 @@ pub fn tokenizer_from_metadata(file: &Path, metadata: &[(String, MetaValue)]) ->
                 entries.push((bytes, id));
             }
             token_type::CONTROL | token_type::USER_DEFINED | token_type::UNKNOWN => {
+                if let Some(first) = added_ids.insert(text, i) {
+                    return Err(err(
+                        &at(),
+                        format!("{} is also token {first}", excerpt(text)),
+                    ));
+                }
                 added.push(AddedToken {
                     content: text.to_string(),
                     id,
