@@ -161,6 +161,10 @@ fn writer_matches_the_file_and_round_trips() {
     }
     assert!(qwen.n_ids() == 151_669);
     assert!(gguf_vocab::gguf_tokenizer_metadata_for(&qwen, 1000, None).is_err());
+    let mut odd = Tokenizer::qwen().unwrap();
+    odd.pattern = r"\w+".to_string();
+    let e = gguf_vocab::gguf_tokenizer_metadata_for(&odd, 151_936, None).unwrap_err();
+    assert!(e.to_string().contains("pre_tokenizer"), "{e}");
 
     let mut bytes = Vec::new();
     let w = GgufWriter::new(&mut bytes, ours, Vec::new(), 32).unwrap();
@@ -226,6 +230,39 @@ fn error(m: &[(String, MetaValue)]) -> String {
         Ok(_) => panic!("accepted"),
         Err(e) => e.to_string(),
     }
+}
+
+/// A file whose embedding has another number of rows than the vocabulary has tokens.
+#[test]
+fn embedding_rows_must_match_the_tokens() {
+    use llm_anatomy::quant::GgmlType;
+    let write = |rows: u64| {
+        let path = std::env::temp_dir().join(format!(
+            "gguf_vocab_rows_{rows}_{}.gguf",
+            std::process::id()
+        ));
+        let tensors = vec![(
+            "token_embd.weight".to_string(),
+            vec![4, rows],
+            GgmlType::F32,
+        )];
+        let mut w =
+            GgufWriter::new(std::fs::File::create(&path).unwrap(), small(), tensors, 32).unwrap();
+        w.write_tensor("token_embd.weight", &vec![0u8; 16 * rows as usize])
+            .unwrap();
+        w.finish().unwrap();
+        path
+    };
+    let good = write(260);
+    assert_eq!(gguf_vocab::open(&good).unwrap().n_tokens, 260);
+    let bad = write(250);
+    let e = gguf_vocab::open(&bad).err().unwrap().to_string();
+    assert!(
+        e.contains("token_embd.weight") && e.contains("250 rows"),
+        "{e}"
+    );
+    std::fs::remove_file(good).unwrap();
+    std::fs::remove_file(bad).unwrap();
 }
 
 #[test]

@@ -11,8 +11,8 @@
 //! | `tokenizer.ggml.bos_token_id`, `eos_token_id`, `padding_token_id`, `add_bos_token` | the special ids |
 //! | `tokenizer.chat_template` | the Jinja chat template |
 //!
-//! Read ([`tokenizer_from_gguf`]), every count and id is checked and every problem is an
-//! error naming the file, the key and the index. Written ([`gguf_tokenizer_metadata`]),
+//! Read ([`tokenizer_from_gguf`]), every count and id is checked, and every problem is an
+//! error naming the file and the key (with the index, for an element of an array). Written ([`gguf_tokenizer_metadata`]),
 //! the keys are those llama.cpp's `convert_hf_to_gguf.py` writes for Qwen2 / Qwen3: added
 //! tokens are control tokens when flagged special or shaped `<|…|>`, user-defined
 //! otherwise, and ids without a token are `[PAD{id}]`, unused. A tiktoken vocabulary has no
@@ -25,6 +25,7 @@
 
 use super::Tokenizer;
 use super::bpe::QWEN_PATTERN;
+use super::pretokenize::SplitRule;
 use super::special::AddedToken;
 use super::tokenizer_json::{GPT2_PATTERN, bytes_to_unicode};
 use super::vocab::{MAX_ID, MergeRule, Vocab};
@@ -69,9 +70,21 @@ pub struct GgufVocab {
     pub chat_template: Option<String>,
 }
 
-/// The tokenizer of an opened GGUF file.
+/// The tokenizer of an opened GGUF file. When the file has an embedding
+/// (`token_embd.weight`), its rows must be the tokens' count, as llama.cpp requires.
 pub fn tokenizer_from_gguf(g: &Gguf) -> Result<GgufVocab> {
-    tokenizer_from_metadata(g.path(), g.metadata())
+    let v = tokenizer_from_metadata(g.path(), g.metadata())?;
+    if let Some(t) = g.tensor("token_embd.weight") {
+        let rows = t.dims.get(1).copied().unwrap_or(1);
+        if rows != v.n_tokens as u64 {
+            return Err(Error::field(
+                g.path().display().to_string(),
+                "token_embd.weight",
+                format!("{rows} rows but {TOKENS_KEY} has {} tokens", v.n_tokens),
+            ));
+        }
+    }
+    Ok(v)
 }
 
 /// Opens a GGUF file (checked whole, see [`Gguf::open`]) and reads its tokenizer.
@@ -362,7 +375,8 @@ fn brief(v: &MetaValue) -> String {
 }
 
 /// The tokenizer keys llama.cpp's converter writes for a Qwen model, for a vocabulary of
-/// exactly [`Tokenizer::n_ids`] ids (see [`gguf_tokenizer_metadata_for`]).
+/// exactly [`Tokenizer::n_ids`] ids (see [`gguf_tokenizer_metadata_for`], which also checks
+/// that llama.cpp has a name for the pre-tokenizer).
 pub fn gguf_tokenizer_metadata(tok: &Tokenizer) -> Vec<(String, MetaValue)> {
     build_metadata(tok, tok.n_ids(), None)
 }
@@ -382,7 +396,27 @@ pub fn gguf_tokenizer_metadata_for(
             format!("{vocab_size} is below the tokenizer's {} ids", tok.n_ids()),
         ));
     }
+    if pre_tokenizer_name(tok).is_none() {
+        return Err(Error::field(
+            tok.name.as_str(),
+            "pre_tokenizer",
+            "llama.cpp names no pre-tokenizer for this pattern and split rule \
+             (Qwen's or GPT-2's pattern, split the Isolated way, can be written)",
+        ));
+    }
     Ok(build_metadata(tok, vocab_size, chat_template))
+}
+
+/// The `tokenizer.ggml.pre` name llama.cpp gives the tokenizer's pre-tokenizer, if any.
+fn pre_tokenizer_name(tok: &Tokenizer) -> Option<&'static str> {
+    if tok.split != SplitRule::default() {
+        return None;
+    }
+    match tok.pattern.as_str() {
+        QWEN_PATTERN => Some("qwen2"),
+        GPT2_PATTERN => Some("gpt-2"),
+        _ => None,
+    }
 }
 
 fn build_metadata(
@@ -416,11 +450,9 @@ fn build_metadata(
         .map(|(l, r)| MetaValue::Str(format!("{} {}", text(l), text(r))))
         .collect();
     let str_ = |s: &str| MetaValue::Str(s.to_string());
-    let pre = if tok.pattern == GPT2_PATTERN {
-        "gpt-2"
-    } else {
-        "qwen2"
-    };
+    // A pattern llama.cpp has no name for is written as "default", which this reader
+    // refuses ([`gguf_tokenizer_metadata_for`] refuses to write it).
+    let pre = pre_tokenizer_name(tok).unwrap_or("default");
     let mut out = vec![
         (MODEL_KEY.to_string(), str_("gpt2")),
         (PRE_KEY.to_string(), str_(pre)),

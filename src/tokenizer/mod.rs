@@ -5,9 +5,10 @@
 //! out of the text first and map to one id each ([`special`]); the rest is split into
 //! pieces by Qwen's regular expression and each piece is merged from single bytes up by
 //! rank ([`bpe`]); decoding concatenates the tokens' bytes. The vocabulary ([`vocab`]) is
-//! Qwen's (151,643 ranks, `data/qwen.tiktoken`), read from a tiktoken file ([`tiktoken`]) or
-//! a Hugging Face `tokenizer.json` ([`tokenizer_json`]). [`glitch`] scans it for suspicious
-//! tokens and screens a checkpoint's embeddings for rows that training never reached.
+//! Qwen's (151,643 ranks, `data/qwen.tiktoken`), read from a tiktoken file ([`tiktoken`]), a
+//! Hugging Face `tokenizer.json` ([`tokenizer_json`]) or a GGUF file's metadata
+//! ([`gguf_vocab`], chapter 11). [`glitch`] scans it for suspicious tokens and screens a
+//! checkpoint's embeddings for rows that training never reached.
 //! [`parse_id_ranges`] reads the id lists (`1,2,5-9`) that the command line takes.
 //!
 //! Claims backed here: `tok.special`, `tok.glitch_ids`, `tok.literal_scan`,
