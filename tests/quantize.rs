@@ -309,3 +309,69 @@ fn bad_input_is_named_and_leaves_the_output_alone() {
     );
     std::fs::remove_dir_all(&tmp).ok();
 }
+
+/// transformers' fused expert layout (`mlp.experts.gate_up_proj` `[E, 2I, H]`, gate rows
+/// first, and `mlp.experts.down_proj` `[E, H, I]`) gives the same GGUF as per-expert tensors.
+#[test]
+fn fused_experts_stack_as_per_expert_ones() {
+    use safetensors::tensor::{Dtype, TensorView};
+    let tmp = std::env::temp_dir().join(format!("anatomy-quantize-fused-{}", std::process::id()));
+    let fused_dir = tmp.join("fused");
+    std::fs::create_dir_all(&fused_dir).unwrap();
+    let src = checkpoint_dir("hf");
+    std::fs::copy(src.join("config.json"), fused_dir.join("config.json")).unwrap();
+    let bytes = std::fs::read(src.join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let cfg = config(&src);
+    let experts = mix_context("hf").n_expert;
+    let mut owned: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+    for (name, view) in st.tensors() {
+        if !name.contains(".mlp.experts.") {
+            owned.push((name, view.shape().to_vec(), view.data().to_vec()));
+        }
+    }
+    for l in 0..cfg["num_hidden_layers"].as_u64().unwrap() {
+        let pre = format!("model.layers.{l}.mlp.experts");
+        let get = |e: usize, p: &str| st.tensor(&format!("{pre}.{e}.{p}.weight")).unwrap();
+        let (mut gate_up, mut down) = (Vec::new(), Vec::new());
+        for e in 0..experts {
+            gate_up.extend_from_slice(get(e, "gate_proj").data());
+            gate_up.extend_from_slice(get(e, "up_proj").data());
+            down.extend_from_slice(get(e, "down_proj").data());
+        }
+        let (i, h) = (
+            get(0, "gate_proj").shape()[0],
+            get(0, "gate_proj").shape()[1],
+        );
+        owned.push((
+            format!("{pre}.gate_up_proj"),
+            vec![experts, 2 * i, h],
+            gate_up,
+        ));
+        owned.push((format!("{pre}.down_proj"), vec![experts, h, i], down));
+    }
+    let views: Vec<(String, TensorView<'_>)> = owned
+        .iter()
+        .map(|(n, s, b)| {
+            (
+                n.clone(),
+                TensorView::new(Dtype::BF16, s.clone(), b).unwrap(),
+            )
+        })
+        .collect();
+    safetensors::serialize_to_file(views, None, &fused_dir.join("model.safetensors")).unwrap();
+
+    let a_path = tmp.join("per-expert.gguf");
+    let b_path = tmp.join("fused.gguf");
+    let none = &mut |_: u64, _: u64, _: &str| {};
+    to_gguf::quantize_checkpoint(&src, &a_path, FileType::Q4_K_M, None, none).unwrap();
+    to_gguf::quantize_checkpoint(&fused_dir, &b_path, FileType::Q4_K_M, None, none).unwrap();
+    let (a, b) = (Gguf::open(&a_path).unwrap(), Gguf::open(&b_path).unwrap());
+    assert_eq!(a.tensors().len(), b.tensors().len());
+    for t in a.tensors() {
+        let u = b.tensor(&t.name).unwrap();
+        assert_eq!((&t.dims, t.ty), (&u.dims, u.ty), "{}", t.name);
+        assert!(a.data(t) == b.data(u), "{}: bytes differ", t.name);
+    }
+    std::fs::remove_dir_all(&tmp).ok();
+}
