@@ -142,14 +142,16 @@ pub fn plan(cfg: &Qwen3Config, ckpt: &Checkpoint, ftype: FileType) -> Result<Vec
             return Err(tensor_error(ckpt, hf, problem));
         }
         let slot = expert.unwrap_or(0);
-        if entry.1.insert(slot, part).is_some() {
-            let first = ckpt.file_of(hf).unwrap_or(ckpt.dir()).to_path_buf();
+        if let Some(prev) = entry.1.get(&slot) {
+            // Two checkpoint tensors for one GGUF slot (say, fused and per-expert experts).
+            let first = ckpt.file_of(&prev.hf).unwrap_or(ckpt.dir()).to_path_buf();
             return Err(tensor_error(
                 ckpt,
                 hf,
                 CheckpointProblem::Duplicate { first },
             ));
         }
+        entry.1.insert(slot, part);
         Ok(())
     };
     for name in ckpt.names() {
