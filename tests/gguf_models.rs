@@ -17,6 +17,9 @@
 
 mod common;
 
+use llm_anatomy::kernels::WeightData;
+use llm_anatomy::quant::GgmlType;
+use llm_anatomy::qwen3::weights::{ExpertLayout, Ffn};
 use llm_anatomy::qwen3::{self, F32Tensors, Model, Tensors};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -118,6 +121,28 @@ fn every_family_and_quirk_is_covered() {
     assert!(cfg.tie_word_embeddings && cfg.norm_topk_prob && cfg.num_experts == 4);
     let (cfg, _) = qwen3::open(&fixtures().join("qwen2/q8_0.gguf")).unwrap();
     assert!(cfg.attention_bias && !cfg.qk_norm && cfg.model_type == "qwen2");
+    // The default path keeps the blocks: no dequantised copy of a matrix is made.
+    let (cfg, file) = qwen3::open(&fixtures().join("moe/q4_k_m.gguf")).unwrap();
+    let model = Model::new(cfg, &file).unwrap();
+    let a = &model.weights.layers[0].self_attn;
+    assert!(matches!(
+        a.q_proj.data,
+        WeightData::Quant {
+            ty: GgmlType::Q4_K,
+            ..
+        }
+    ));
+    let Ffn::Moe { experts, .. } = &model.weights.layers[0].mlp else {
+        panic!("an MoE layer")
+    };
+    assert!(matches!(
+        experts[3].down.data,
+        WeightData::Quant {
+            ty: GgmlType::Q6_K,
+            ..
+        }
+    ));
+    assert_eq!(model.weights.expert_layout, Some(ExpertLayout::Stacked));
 }
 
 #[test]
@@ -167,5 +192,37 @@ fn fast_path_is_as_close_to_transformers_as_llama_cpp() {
             c.file,
             c.llama_kl
         );
+    }
+}
+
+/// `--reference` on a Hugging Face checkpoint too: every weight widened to f32 (bf16 and
+/// f16 ones included), the clear kernels, the same logits as transformers
+/// (tests/fixtures/qwen3, scripts/gen_qwen3_fixtures.py) within 1e-5.
+#[test]
+fn reference_pass_on_hugging_face_checkpoints() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/qwen3");
+    for case in ["bf16_sharded", "fused_f16", "mixed_layers", "bias_sliding"] {
+        let dir = root.join(case);
+        let json: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("expected.json")).unwrap()).unwrap();
+        let ids = common::ids(&json["prompt"]);
+        let (expected, _) =
+            llm_anatomy::checkpoint::Checkpoint::open_file(&dir.join("expected.safetensors"))
+                .unwrap()
+                .to_f32("logits")
+                .unwrap();
+        let (cfg, file) = qwen3::open(&dir).unwrap();
+        let store = F32Tensors::of(Tensors::from(&file)).unwrap();
+        let model = Model::new(cfg, &store).unwrap().with_reference_kernels();
+        let ours = model.logits(&ids).unwrap();
+        let diff = common::max_abs_diff(&ours.logits, &expected);
+        assert!(diff < 1e-5, "{case}: max |Δlogit| {diff:e}");
+        let fast = Model::new(qwen3::open(&dir).unwrap().0, &file).unwrap();
+        let routing = fast.logits(&ids).unwrap().routing;
+        for (a, b) in ours.routing.iter().zip(&routing) {
+            for (x, y) in a.routing.iter().zip(&b.routing) {
+                assert_eq!(x.experts, y.experts, "{case} layer {}", a.layer);
+            }
+        }
     }
 }

@@ -13,6 +13,14 @@
 //! The same engine runs dense Qwen3 and Qwen2 / Qwen2.5 (`model_type: "qwen2"`): Qwen2 is
 //! a variant of the config (q/k/v biases, no q/k norm; see [`config`]), not a second
 //! forward pass (tests/qwen2_transformers.rs checks it against `Qwen2ForCausalLM`).
+//!
+//! It also runs llama.cpp's GGUF files (architectures `qwen3moe`, `qwen3`, `qwen2`): [`open`]
+//! takes a `.gguf` as MODEL, the config comes from its metadata ([`gguf_config`]), the
+//! tensors from its names ([`gguf_names`], one table read both ways), and [`tensors`] hands
+//! the loader block-format matrices that the kernels dequantise block by block, so the
+//! default path keeps no dequantised copy. [`Model::with_reference_kernels`] on an
+//! [`F32Tensors`] store is the `--reference` pass. tests/gguf_models.rs checks both against
+//! transformers' logits on the same dequantised weights.
 
 pub mod config;
 pub mod finite;
@@ -63,13 +71,74 @@ pub fn open(path: &Path) -> Result<(Qwen3Config, ModelFile)> {
     Ok((config, ModelFile::Safetensors(ckpt)))
 }
 
-/// Whether a regular file starts with GGUF's magic (a GGUF file not named `*.gguf`).
-fn is_gguf(path: &Path) -> bool {
+/// `anatomy glitch`'s report (chapter 4's screens) with the embedding screens of `model`
+/// when given: a Hugging Face checkpoint directory, or a GGUF file (`token_embd.weight`,
+/// and `output.weight` unless the head is tied).
+pub fn glitch_report(
+    tok: &crate::tokenizer::Tokenizer,
+    model: Option<&Path>,
+    k: usize,
+    unused: Option<Vec<u32>>,
+) -> Result<crate::tokenizer::glitch::GlitchReport> {
+    use crate::tokenizer::glitch;
+    let Some(path) = model.filter(|p| is_gguf(p)) else {
+        return glitch::report(tok, model, k, unused);
+    };
+    let mut report = glitch::report(tok, None, k, unused.clone())?;
+    let (config, file) = open(path)?;
+    let src = Tensors::from(&file);
+    let (v, h) = (config.vocab_size, config.hidden_size);
+    let what = |hf: &str| {
+        let name = gguf_names::to_gguf(hf).map_or_else(|| hf.to_string(), |g| g.name);
+        format!("{}: tensor `{name}`", path.display())
+    };
+    let embed = src.matrix("model.embed_tokens.weight", v, h)?;
+    let unembed = match src.contains("lm_head.weight") {
+        true => Some(src.matrix("lm_head.weight", v, h)?),
+        false => None,
+    };
+    let unembed_what = what("lm_head.weight");
+    report.checkpoint = Some(glitch::screen_matrices(
+        &path.display().to_string(),
+        (&what("model.embed_tokens.weight"), &embed),
+        unembed.as_ref().map(|m| (unembed_what.as_str(), m)),
+        tok,
+        k,
+        unused,
+    )?);
+    Ok(report)
+}
+
+/// The tokenizer of `--vocab` when given, else of a GGUF `--model` (which carries one);
+/// anything else is an error saying `--vocab` is needed.
+pub fn vocab_or_model_tokenizer(
+    vocab: Option<&Path>,
+    model: Option<&Path>,
+) -> Result<crate::tokenizer::Tokenizer> {
+    match (vocab, model) {
+        (Some(v), _) => crate::tokenizer::Tokenizer::from_file(v),
+        (None, Some(m)) if is_gguf(m) => generate::model_tokenizer(m),
+        _ => Err(crate::Error::Invalid(
+            "--vocab FILE is required (only a GGUF --model carries its own tokenizer)".into(),
+        )),
+    }
+}
+
+/// Whether MODEL names a GGUF file: a path ending in `.gguf` (whatever it is: opening it
+/// then says what is wrong), or a regular file that starts with GGUF's magic.
+pub fn is_gguf(path: &Path) -> bool {
     use std::io::Read;
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+    {
+        return true;
+    }
     let mut magic = [0u8; 4];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .is_ok()
+    path.is_file()
+        && std::fs::File::open(path)
+            .and_then(|mut f| f.read_exact(&mut magic))
+            .is_ok()
         && &magic == b"GGUF"
 }
 

@@ -9,11 +9,11 @@
 //! ```
 //!
 //! Every step calls the chapter that explains it: [`rmsnorm`] and attention ([`attend`],
-//! the fast form of [`attend_reference`](crate::kernels::attention::attend_reference)) from the
+//! the fast form of [`attend_reference`]) from the
 //! kernels, [`apply_rope`] with frequencies from the long-context chapter's
 //! [`RopeConfig`](crate::long_context::scaling::RopeConfig), and the MoE chapter's router
 //! and bucketed expert layer ([`moe_fast_into`], the batched form of
-//! [`moe_bucketed`](crate::moe::moe_bucketed)). Attention is grouped-query
+//! [`moe_bucketed`]). Attention is grouped-query
 //! (`num_attention_heads / num_key_value_heads` query heads share a key/value head) and
 //! causal, with an optional sliding window; keys and values go through the [`KvCache`], so
 //! a prompt is one call (prefill) and each generated token one more (decode). The result
@@ -30,7 +30,8 @@ use crate::qwen3::kv_cache::KvCache;
 use crate::qwen3::tensors::Tensors;
 use crate::qwen3::weights::{Attention, Ffn, Weights};
 
-/// A loaded model: its config and weight views into a [`Checkpoint`].
+/// A loaded model: its config and weight views into a checkpoint, a GGUF file or an f32
+/// store ([`Tensors`]).
 #[derive(Debug)]
 pub struct Model<'a> {
     pub config: Qwen3Config,

@@ -3,7 +3,7 @@
 //!
 //! [`Weights::load`](super::weights::Weights::load) asks for every tensor by its Hugging
 //! Face name and shape; [`Tensors`] answers from the source it wraps. A GGUF file's names
-//! are translated through [`gguf_names`](super::gguf_names), its stacked experts come back
+//! are translated through [`gguf_names`], its stacked experts come back
 //! whole (the loader cuts them into per-expert row blocks, no copy), F32 / F16 / BF16
 //! tensors map to the kernels' float variants and block formats to
 //! [`WeightData::Quant`]: nothing is dequantised on the default path but the norms and

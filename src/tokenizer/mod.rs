@@ -145,8 +145,16 @@ impl Tokenizer {
 
     /// Loads either format: a `.json` file (or one whose first byte is `{`) is read as
     /// `tokenizer.json`, anything else as a tiktoken file. Only a regular file of at most
-    /// [`crate::limits::TEXT_FILE_BYTES`] is read.
+    /// [`crate::limits::TEXT_FILE_BYTES`] is read. A `.gguf` file gives the tokenizer in
+    /// its metadata ([`gguf_vocab`]).
     pub fn from_file(path: &Path) -> Result<Self> {
+        // A GGUF file (a model or a vocabulary-only one) carries its tokenizer.
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+        {
+            return Ok(gguf_vocab::open(path)?.tokenizer);
+        }
         let bytes = crate::error::read_file(path)?;
         let json = path.extension().is_some_and(|e| e == "json");
         Self::from_bytes(&bytes, json, &path.display().to_string())
