@@ -375,3 +375,46 @@ fn fused_experts_stack_as_per_expert_ones() {
     }
     std::fs::remove_dir_all(&tmp).ok();
 }
+
+/// The logits `anatomy logits` writes for ids 1..=8 of `model` (a directory or a .gguf).
+fn engine_logits(model: &Path, out: &Path) -> Vec<f32> {
+    let r = anatomy(&[
+        "logits",
+        model.to_str().unwrap(),
+        "--ids",
+        "1,2,3,4,5,6,7,8",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let bytes = std::fs::read(out).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    st.tensor("logits")
+        .unwrap()
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect()
+}
+
+/// Our own engine reads what `anatomy quantize` writes: the F32 file gives the checkpoint's
+/// logits, the Q8_0 file logits close to them.
+#[test]
+fn the_engine_runs_the_quantised_files() {
+    let tmp = std::env::temp_dir().join(format!("anatomy-quantize-engine-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let hf = checkpoint_dir("hf");
+    let reference = engine_logits(&hf, &tmp.join("hf.safetensors"));
+    for (ftype, tolerance) in [(FileType::F32, 1e-4), (FileType::Q8_0, 0.1)] {
+        let gguf = quantize_to("hf", ftype, &tmp);
+        let got = engine_logits(&gguf, &tmp.join("gguf.safetensors"));
+        assert_eq!(got.len(), reference.len());
+        let diff = got
+            .iter()
+            .zip(&reference)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(diff <= tolerance, "{}: max |Δlogit| {diff}", ftype.name());
+    }
+    std::fs::remove_dir_all(&tmp).ok();
+}
