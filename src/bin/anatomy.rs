@@ -232,6 +232,21 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Stream a Hugging Face checkpoint into a GGUF file llama.cpp loads, quantised with
+    /// llama.cpp's per-tensor type mix for the file type.
+    Quantize {
+        /// config.json + safetensors (single file or sharded with an index).
+        model_dir: PathBuf,
+        /// f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k.
+        #[arg(long = "type")]
+        ftype: String,
+        #[arg(long)]
+        out: PathBuf,
+        /// Tokenizer to include (tiktoken file or tokenizer.json); default
+        /// MODEL_DIR/tokenizer.json if present, else none (llama.cpp's "none" vocabulary).
+        #[arg(long)]
+        vocab: Option<PathBuf>,
+    },
 }
 
 /// Errors from the library are the user's input unless the library says otherwise.
@@ -570,6 +585,39 @@ fn run(command: Command) -> anyhow::Result<()> {
             } else {
                 print!("{}", llm_anatomy::bench::text_report(&report));
             }
+        }
+        Command::Quantize {
+            model_dir,
+            ftype,
+            out,
+            vocab,
+        } => {
+            use llm_anatomy::quant::mix::{ALL_FILE_TYPES, FileType};
+            let ftype = FileType::from_name(&ftype).ok_or_else(|| {
+                let names: Vec<&str> = ALL_FILE_TYPES.iter().map(|t| t.name()).collect();
+                llm_anatomy::Error::Invalid(format!(
+                    "--type {ftype:?}: not a file type; one of {}",
+                    names.join(", ")
+                ))
+            })?;
+            let bar = indicatif::ProgressBar::new(0);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{bar:30} {percent:>3}% {elapsed} {msg}")
+                    .expect("static template"),
+            );
+            let summary = qwen3::to_gguf::quantize_checkpoint(
+                &model_dir,
+                &out,
+                ftype,
+                vocab.as_deref(),
+                &mut |done, total, tensor| {
+                    bar.set_length(total);
+                    bar.set_position(done);
+                    bar.set_message(tensor.to_string());
+                },
+            )?;
+            bar.finish_and_clear();
+            print!("{}", qwen3::to_gguf::text_summary(&summary, &out));
         }
     }
     Ok(())

@@ -24,6 +24,7 @@ pub mod floats;
 pub mod k_blocks;
 pub mod k_quantize;
 pub mod legacy;
+pub mod mix;
 
 /// A tensor element type of ggml, with its on-disk id (the `ggml_type` enum of ggml.h).
 /// Only the types this crate reads and writes are listed; a GGUF tensor of any other type

@@ -31,6 +31,7 @@ pub mod kv_cache;
 pub mod lost_in_middle;
 pub mod model;
 pub mod tensors;
+pub mod to_gguf;
 pub mod weights;
 
 pub use config::Qwen3Config;
