@@ -146,6 +146,17 @@ impl<W: Write> GgufWriter<W> {
     /// Writes the next tensor's bytes (it must be the next declared, of its exact size),
     /// then zeros up to the alignment.
     pub fn write_tensor(&mut self, name: &str, bytes: &[u8]) -> Result<()> {
+        self.write_tensor_in_pieces(name, |sink| sink(bytes))
+    }
+
+    /// [`GgufWriter::write_tensor`] for a tensor produced piece by piece (a converter that
+    /// never holds a whole tensor): `fill` is handed a sink and passes it consecutive
+    /// pieces, which must add up to the declared size.
+    pub fn write_tensor_in_pieces(
+        &mut self,
+        name: &str,
+        fill: impl FnOnce(&mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()>,
+    ) -> Result<()> {
         let Some((expected, size)) = self.tensors.get(self.written) else {
             return Err(invalid(format!(
                 "tensor {} written, but all {} declared tensors are",
@@ -160,15 +171,26 @@ impl<W: Write> GgufWriter<W> {
                 excerpt(expected)
             )));
         }
-        if bytes.len() as u64 != *size {
+        let size = *size;
+        let mut given = 0u64;
+        let out = &mut self.out;
+        fill(&mut |piece: &[u8]| {
+            given = given.saturating_add(piece.len() as u64);
+            if given > size {
+                return Err(invalid(format!(
+                    "tensor {}: more than the {size} bytes declared",
+                    excerpt(name)
+                )));
+            }
+            out.write_all(piece).map_err(write_error)
+        })?;
+        if given != size {
             return Err(invalid(format!(
-                "tensor {}: {} bytes given, {size} declared",
-                excerpt(name),
-                bytes.len()
+                "tensor {}: {given} bytes given, {size} declared",
+                excerpt(name)
             )));
         }
         let pad = size.next_multiple_of(self.alignment) - size;
-        self.out.write_all(bytes).map_err(write_error)?;
         write_zeros(&mut self.out, pad)?;
         self.written += 1;
         Ok(())

@@ -376,8 +376,7 @@ pub fn quantize_checkpoint(
             let mut done = 0u64;
             for t in &tensors {
                 progress(done, total, &t.name);
-                let bytes = tensor_bytes(&ckpt, t)?;
-                writer.write_tensor(&t.name, &bytes)?;
+                writer.write_tensor_in_pieces(&t.name, |sink| write_rows(&ckpt, t, sink))?;
                 done += t.elements();
             }
             progress(done, total, "");
@@ -410,11 +409,16 @@ pub fn quantize_checkpoint(
     })
 }
 
-/// The bytes of one output tensor: its parts, row block by row block, widened and quantised.
-pub fn tensor_bytes(ckpt: &Checkpoint, t: &PlannedTensor) -> Result<Vec<u8>> {
+/// The bytes of one output tensor, handed to `sink` a block of rows at a time (about
+/// [`BLOCK_ELEMENTS`] weights, quantised in parallel): its parts, widened and quantised. So
+/// the converter holds a few megabytes, never a whole tensor.
+pub fn write_rows(
+    ckpt: &Checkpoint,
+    t: &PlannedTensor,
+    sink: &mut dyn FnMut(&[u8]) -> Result<()>,
+) -> Result<()> {
     let cols = t.shape.last().copied().unwrap_or(1);
     let row_bytes = t.ty.row_bytes(cols as u64).unwrap_or(0) as usize;
-    let mut out = Vec::with_capacity(t.bytes() as usize);
     for part in &t.parts {
         let info = ckpt.info(&part.hf)?;
         let m = ckpt.tensor(&part.hf, &info.shape)?;
@@ -434,12 +438,12 @@ pub fn tensor_bytes(ckpt: &Checkpoint, t: &PlannedTensor) -> Result<Vec<u8>> {
                 .map(|row| quantize_row(ckpt, &part.hf, &m, row, t.ty, row_bytes))
                 .collect::<Result<_>>()?;
             for bytes in rows {
-                out.extend_from_slice(&bytes);
+                sink(&bytes)?;
             }
             r += n;
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 fn quantize_row(
