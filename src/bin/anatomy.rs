@@ -44,6 +44,10 @@ enum Command {
         config: PathBuf,
         #[arg(long)]
         json: bool,
+        /// Also estimate a llama.cpp GGUF file of the model: its size, and its memory with
+        /// the KV cache at the config's context (q4_k_m, q5_k_m, q6_k, q8_0, q4_0, bf16).
+        #[arg(long, value_name = "SCHEME", value_parser = parse_quant)]
+        quant: Option<llm_anatomy::params::quant::QuantScheme>,
     },
     /// Token ids of TEXT with a Qwen vocabulary (tiktoken file or tokenizer.json);
     /// special tokens such as <|im_start|> are recognised.
@@ -305,15 +309,28 @@ fn run(command: Command) -> anyhow::Result<()> {
                 println!("{}", p.display());
             }
         }
-        Command::Params { config, json } => {
+        Command::Params {
+            config,
+            json,
+            quant,
+        } => {
+            use llm_anatomy::params::quant as q;
             let report = llm_anatomy::params::report::config_report_file(&config)?;
+            let estimate = quant.map(|s| q::estimate_file(&config, s)).transpose()?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                let mut value = serde_json::to_value(&report)?;
+                if let (Some(e), Some(map)) = (&estimate, value.as_object_mut()) {
+                    map.insert("quant".into(), serde_json::to_value(e)?);
+                }
+                println!("{}", serde_json::to_string_pretty(&value)?);
             } else {
                 print!(
                     "{}",
                     llm_anatomy::params::report::config_text_report(&report)
                 );
+                if let Some(e) = &estimate {
+                    print!("{}", q::text_block(e));
+                }
             }
         }
         Command::Tokenize {
@@ -576,4 +593,13 @@ fn with_model<T>(
         qwen3::Model::new_with_progress(config, &ckpt, |done, _| bar.set_position(done as u64))?;
     bar.finish_and_clear();
     f(&model)
+}
+
+/// `--quant`: one of llama.cpp's file types, by the name `llama-quantize` takes.
+fn parse_quant(s: &str) -> Result<llm_anatomy::params::quant::QuantScheme, String> {
+    use llm_anatomy::params::quant::QuantScheme;
+    QuantScheme::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = QuantScheme::ALL.iter().map(|q| q.name()).collect();
+        format!("unknown scheme {s:?}; one of {}", names.join(", "))
+    })
 }
