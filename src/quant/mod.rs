@@ -128,3 +128,6 @@ impl GgmlType {
         (n / b).checked_mul(self.block_bytes() as u64)
     }
 }
+
+/// Which type each tensor of a file gets (llama.cpp's quantisation mix).
+pub mod mix;
