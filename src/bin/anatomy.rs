@@ -45,9 +45,10 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// Also estimate a llama.cpp GGUF file of the model: its size, and its memory with
-        /// the KV cache at the config's context (q4_k_m, q5_k_m, q6_k, q8_0, q4_0, bf16).
+        /// the KV cache at the config's context (q4_k_m, q5_k_m, q6_k, q8_0, q4_0, bf16,
+        /// and llama.cpp's other file types: f32, f16, q4_1, q5_0, q5_1, q4_k_s, q5_k_s).
         #[arg(long, value_name = "SCHEME", value_parser = parse_quant)]
-        quant: Option<llm_anatomy::params::quant::QuantScheme>,
+        quant: Option<llm_anatomy::quant::mix::FileType>,
     },
     /// Token ids of TEXT with a Qwen vocabulary (tiktoken file or tokenizer.json);
     /// special tokens such as <|im_start|> are recognised.
@@ -596,10 +597,10 @@ fn with_model<T>(
 }
 
 /// `--quant`: one of llama.cpp's file types, by the name `llama-quantize` takes.
-fn parse_quant(s: &str) -> Result<llm_anatomy::params::quant::QuantScheme, String> {
-    use llm_anatomy::params::quant::QuantScheme;
-    QuantScheme::parse(s).ok_or_else(|| {
-        let names: Vec<&str> = QuantScheme::ALL.iter().map(|q| q.name()).collect();
+fn parse_quant(s: &str) -> Result<llm_anatomy::quant::mix::FileType, String> {
+    use llm_anatomy::quant::mix::{ALL_FILE_TYPES, FileType};
+    FileType::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = ALL_FILE_TYPES.iter().map(|q| q.name()).collect();
         format!("unknown scheme {s:?}; one of {}", names.join(", "))
     })
 }

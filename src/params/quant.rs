@@ -5,70 +5,19 @@
 //!
 //! The config is turned into the tensors a GGUF file of it holds ([`gguf_tensors`], named
 //! and shaped as llama.cpp's converter writes them: stacked experts, ggml dimension
-//! order); each gets the type the scheme gives it ([`tensor_type`]) and its bytes are
+//! order); each gets the type llama.cpp's quantiser gives it ([`tensor_type`], from
+//! [`crate::quant::mix`]) and its bytes are
 //! that type's row size times the rows. The file adds a header, tensor infos, metadata
 //! (mostly the tokenizer's vocabulary) and alignment padding: [`overhead_bound`] bounds
 //! that part from above, and [`QuantEstimate::file_bytes`] adds a typical value of it.
 //! Claims backed here: `quant.*` (src/claims/quant.rs).
 
-use super::{ModelConfig, QkNorm, layer_is_moe};
+use super::{Family, ModelConfig, QkNorm, layer_is_moe};
 use crate::error::{Result, read_json};
 use crate::quant::GgmlType;
+use crate::quant::mix::{FileType, MixContext, TensorRole, choose_type};
 use serde::Serialize;
 use std::path::Path;
-
-/// A llama.cpp file type (`llama_ftype`): the scheme `llama-quantize` applies to a model.
-#[allow(non_camel_case_types)] // llama.cpp's names, so they read beside its docs
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum QuantScheme {
-    Q8_0,
-    Q4_0,
-    Q4_K_M,
-    Q5_K_M,
-    Q6_K,
-    Bf16,
-}
-
-impl QuantScheme {
-    pub const ALL: [QuantScheme; 6] = [
-        QuantScheme::Bf16,
-        QuantScheme::Q8_0,
-        QuantScheme::Q6_K,
-        QuantScheme::Q5_K_M,
-        QuantScheme::Q4_K_M,
-        QuantScheme::Q4_0,
-    ];
-
-    /// The name `llama-quantize` and the `--quant` flag take (`q4_k_m`, `bf16`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            QuantScheme::Q8_0 => "q8_0",
-            QuantScheme::Q4_0 => "q4_0",
-            QuantScheme::Q4_K_M => "q4_k_m",
-            QuantScheme::Q5_K_M => "q5_k_m",
-            QuantScheme::Q6_K => "q6_k",
-            QuantScheme::Bf16 => "bf16",
-        }
-    }
-
-    /// Case-insensitive: `Q4_K_M` and `q4_k_m` both parse.
-    pub fn parse(s: &str) -> Option<QuantScheme> {
-        let s = s.to_ascii_lowercase();
-        Self::ALL.into_iter().find(|q| q.name() == s)
-    }
-
-    /// The type most weight matrices get.
-    pub fn base_type(self) -> GgmlType {
-        match self {
-            QuantScheme::Q8_0 => GgmlType::Q8_0,
-            QuantScheme::Q4_0 => GgmlType::Q4_0,
-            QuantScheme::Q4_K_M => GgmlType::Q4_K,
-            QuantScheme::Q5_K_M => GgmlType::Q5_K,
-            QuantScheme::Q6_K => GgmlType::Q6_K,
-            QuantScheme::Bf16 => GgmlType::Bf16,
-        }
-    }
-}
 
 /// One tensor of the GGUF file a config implies.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -179,27 +128,31 @@ pub fn gguf_tensors(c: &ModelConfig) -> Vec<(String, Vec<u64>)> {
 }
 // ANCHOR_END: gguf_tensors
 
-/// The type `scheme` stores a tensor in. One-dimensional tensors (norms, biases) and the
-/// router stay f32, as llama.cpp keeps them; matrices get the scheme's base type, or f16
-/// when their rows are not a whole number of the base type's blocks.
-pub fn tensor_type(scheme: QuantScheme, name: &str, dims: &[u64]) -> GgmlType {
-    if dims.len() < 2 || name.contains("ffn_gate_inp") {
-        return GgmlType::F32;
-    }
-    let base = scheme.base_type();
-    if dims[0] % base.block_size() as u64 == 0 {
-        base
-    } else {
-        GgmlType::F16
+/// The facts about the model llama.cpp's type choice looks at.
+pub fn mix_context(c: &ModelConfig) -> MixContext {
+    MixContext {
+        n_layer: c.num_hidden_layers as usize,
+        n_expert: c.moe.as_ref().map_or(0, |m| m.num_experts as usize),
+        tied_embeddings: c.tie_word_embeddings,
+        // llama.cpp's "70B" class, among the families read here: Qwen2 with 80 layers.
+        is_70b: c.family == Family::Qwen2 && c.num_hidden_layers == 80,
     }
 }
 
+/// The type `scheme` stores a tensor in: llama.cpp's choice ([`choose_type`]) for the
+/// tensor's role, layer and row length. `dims` is in ggml order.
+pub fn tensor_type(scheme: FileType, name: &str, dims: &[u64], ctx: &MixContext) -> GgmlType {
+    let shape: Vec<usize> = dims.iter().rev().map(|&d| d as usize).collect();
+    choose_type(scheme, &TensorRole::from_gguf_name(name), &shape, ctx)
+}
+
 /// Every tensor of the file with its type and bytes.
-pub fn plan(c: &ModelConfig, scheme: QuantScheme) -> Vec<PlannedTensor> {
+pub fn plan(c: &ModelConfig, scheme: FileType) -> Vec<PlannedTensor> {
+    let ctx = mix_context(c);
     gguf_tensors(c)
         .into_iter()
         .map(|(name, dims)| {
-            let ty = tensor_type(scheme, &name, &dims);
+            let ty = tensor_type(scheme, &name, &dims, &ctx);
             let bytes = tensor_bytes(ty, &dims);
             PlannedTensor {
                 name,
@@ -218,7 +171,7 @@ fn tensor_bytes(ty: GgmlType, dims: &[u64]) -> u64 {
     let rows: u64 = dims[1..].iter().product();
     let row = ty
         .row_bytes(dims[0])
-        .expect("tensor_type picks a type whose blocks divide the row");
+        .expect("choose_type picks a type whose blocks divide the row");
     row * rows
 }
 
@@ -250,7 +203,8 @@ pub fn typical_metadata_bytes(v: u64) -> u64 {
 /// What `anatomy params CONFIG.json --quant SCHEME` adds to the report.
 #[derive(Clone, Debug, Serialize)]
 pub struct QuantEstimate {
-    pub scheme: QuantScheme,
+    /// The llama.cpp file type (`q4_k_m`, ...).
+    pub scheme: &'static str,
     /// Parameters of every tensor in the file (the total count of chapter 6).
     pub parameters: u64,
     /// Bytes of tensor data.
@@ -279,7 +233,7 @@ pub struct QuantEstimate {
 // ANCHOR: estimate
 /// The file size, memory and per-token reads of `c` under `scheme`, with the KV cache for
 /// `context` tokens.
-pub fn estimate(c: &ModelConfig, scheme: QuantScheme, context: u64) -> QuantEstimate {
+pub fn estimate(c: &ModelConfig, scheme: FileType, context: u64) -> QuantEstimate {
     let tensors = plan(c, scheme);
     let parameters: u64 = tensors.iter().map(PlannedTensor::numel).sum();
     let tensor_bytes: u64 = tensors.iter().map(|t| t.bytes).sum();
@@ -299,7 +253,7 @@ pub fn estimate(c: &ModelConfig, scheme: QuantScheme, context: u64) -> QuantEsti
     let gb = |b: u64| b as f64 / 1e9;
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     QuantEstimate {
-        scheme,
+        scheme: scheme.name(),
         parameters,
         tensor_bytes,
         bits_per_weight: 8.0 * tensor_bytes as f64 / parameters as f64,
@@ -332,7 +286,7 @@ fn read_per_token(c: &ModelConfig, t: &PlannedTensor) -> u64 {
 // ANCHOR_END: estimate
 
 /// Reads a config.json and estimates it under `scheme` at its `max_position_embeddings`.
-pub fn estimate_file(path: &Path, scheme: QuantScheme) -> Result<QuantEstimate> {
+pub fn estimate_file(path: &Path, scheme: FileType) -> Result<QuantEstimate> {
     let v = read_json(path)?;
     let what = path.display().to_string();
     let c = ModelConfig::from_json(&v, &what)?;
@@ -365,7 +319,7 @@ pub fn estimate_file(path: &Path, scheme: QuantScheme) -> Result<QuantEstimate> 
 
 /// The estimate as the block `anatomy params --quant` prints after the counts.
 pub fn text_block(e: &QuantEstimate) -> String {
-    let mut s = format!("quantised as {} (llama.cpp GGUF)\n", e.scheme.name());
+    let mut s = format!("quantised as {} (llama.cpp GGUF)\n", e.scheme);
     s.push_str(&format!(
         "  file              {:.2} GB = {:.2} GiB ({:.3} bits per weight over {} parameters)\n",
         e.file_gb,
