@@ -25,6 +25,7 @@
 
 pub mod config;
 pub mod quant;
+pub mod quant_error;
 pub mod report;
 pub mod tensors;
 
