@@ -135,3 +135,27 @@ fn quant_mix_layers() {
     assert_eq!(claim("quant.mix_layers").status, Status::Reproduced);
     assert_eq!(value("quant.mix_layers"), 24.0);
 }
+
+#[test]
+fn quant_rmse() {
+    use llm_anatomy::params::quant_error::{Weights, weights};
+    use llm_anatomy::quant::{GgmlType, dequantize, quantize};
+    assert_eq!(claim("quant.rmse").status, Status::Reproduced);
+    // The value is Q4_K on the seeded Gaussian row, recomputed here from the quantiser.
+    let x = weights(Weights::Gaussian, 11);
+    let mut bytes = Vec::new();
+    quantize(GgmlType::Q4_K, &x, &mut bytes);
+    assert_eq!(bytes.len(), x.len() / 256 * 144);
+    let mut y = vec![0f32; x.len()];
+    dequantize(GgmlType::Q4_K, &bytes, &mut y);
+    let (mut e, mut s) = (0f64, 0f64);
+    for (a, b) in x.iter().zip(&y) {
+        e += (f64::from(*a) - f64::from(*b)).powi(2);
+        s += f64::from(*a).powi(2);
+    }
+    let want = (e / s).sqrt();
+    assert!((value("quant.rmse") - want).abs() < 1e-12);
+    // 4 bits with a scale and minimum per 32 weights: the grid step is about a fifteenth of
+    // a block's range (≈ 5σ), and a uniform rounding error is step/√12: ≈ 0.1σ at most.
+    assert!(want > 0.03 && want < 0.11, "{want}");
+}
