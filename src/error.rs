@@ -166,6 +166,11 @@ pub enum CheckpointProblem {
     /// A dtype the kernels cannot use.
     #[error("dtype {found}, expected {expected}")]
     Dtype { found: String, expected: String },
+    /// A GGUF tensor of a ggml type this crate does not read: the type's id and ggml's
+    /// name for it ("16 (iq2_xxs)"), and the types that are read.
+    #[error("type {found} is not supported: supported are {supported}")]
+    UnsupportedType { found: String, supported: String },
+
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -22,8 +22,8 @@
 //! Primitives shared by every chapter live in [`kernels`]; plots in [`figures`].
 //!
 //! The modules stand on four floors, and import only from their own floor or below
-//! (tests/layering.rs checks it): (0) [`kernels`], [`checkpoint`], [`error`], [`limits`],
-//! [`output`] — the parts every chapter needs; (1) the chapter modules; (2) the engine,
+//! (tests/layering.rs checks it): (0) [`kernels`], [`checkpoint`], [`gguf`], [`quant`],
+//! [`error`], [`limits`], [`output`] — the parts every chapter needs; (1) the chapter modules; (2) the engine,
 //! [`qwen3`]; (3) [`claims`], [`figures`], [`bench`](mod@bench) and the `anatomy` command
 //! line.
 
@@ -32,6 +32,7 @@ pub mod chat;
 pub mod checkpoint;
 pub mod claims;
 pub mod error;
+pub mod gguf;
 pub mod figures;
 pub mod json;
 pub mod kernels;

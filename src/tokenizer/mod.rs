@@ -19,6 +19,7 @@
 //! already NFC (e.g. a decomposed "é").
 
 pub mod bpe;
+pub mod gguf_vocab;
 pub mod glitch;
 pub mod ids;
 pub mod pretokenize;

@@ -1,0 +1,544 @@
+//! The pure GGUF parser: bytes in, checked header out. Nothing here allocates by a count
+//! or length read from the file before checking it against the bytes that are left, so a
+//! lying header is an error naming the field, never a huge allocation or a panic.
+
+use super::{GgufTensor, MetaValue};
+use crate::error::{CheckpointProblem, Error, Result, excerpt};
+use crate::quant::{ALL_TYPES, GgmlType};
+use std::collections::HashSet;
+use std::path::Path;
+
+/// The file's first four bytes.
+pub const MAGIC: &[u8; 4] = b"GGUF";
+/// The alignment of the data section and of every tensor when `general.alignment` is absent.
+pub const DEFAULT_ALIGNMENT: u64 = 32;
+/// The metadata key that sets the alignment (a u32, a power of two).
+pub const ALIGNMENT_KEY: &str = "general.alignment";
+/// ggml's limit on dimensions (`GGML_MAX_DIMS`).
+pub const MAX_DIMS: usize = 4;
+/// ggml's limit on a tensor name, terminating NUL included (`GGML_MAX_NAME`).
+pub const MAX_NAME_BYTES: usize = 64;
+/// llama.cpp's limits on one string and one array (`GGUF_MAX_STRING_LENGTH`,
+/// `GGUF_MAX_ARRAY_ELEMENTS`).
+pub const MAX_STRING_BYTES: u64 = 1 << 30;
+pub const MAX_ARRAY_LEN: u64 = 1 << 30;
+/// Metadata values (array elements counted one by one) in one file. A parsed value takes
+/// 32 bytes whatever its size on disk, so a file of a gigabyte of u8 could otherwise cost
+/// 32 GB; the largest vocabularies (~260 000 tokens, with merges, scores and types) need
+/// about a million.
+pub const MAX_METADATA_VALUES: u64 = 1 << 24;
+/// Arrays inside arrays: gguf-py writes them (llama.cpp reads none); real files nest at
+/// most once. The bound keeps the recursion shallow.
+pub const MAX_ARRAY_DEPTH: usize = 8;
+
+/// What [`parse`] finds: everything but the tensor data, which stays in the caller's bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Parsed {
+    /// 2 or 3 (identical layouts for little-endian files).
+    pub version: u32,
+    pub metadata: Vec<(String, MetaValue)>,
+    pub tensors: Vec<GgufTensor>,
+    pub alignment: u64,
+    /// Where the data section starts in the file (tensor offsets are relative to it).
+    pub data_offset: u64,
+}
+
+/// The metadata value types of the format, by id.
+pub(super) mod value_type {
+    pub const U8: u32 = 0;
+    pub const I8: u32 = 1;
+    pub const U16: u32 = 2;
+    pub const I16: u32 = 3;
+    pub const U32: u32 = 4;
+    pub const I32: u32 = 5;
+    pub const F32: u32 = 6;
+    pub const BOOL: u32 = 7;
+    pub const STRING: u32 = 8;
+    pub const ARRAY: u32 = 9;
+    pub const U64: u32 = 10;
+    pub const I64: u32 = 11;
+    pub const F64: u32 = 12;
+}
+
+/// Bytes one value of the type takes at least (a string its length, an array its element
+/// type and count); `None` for an unknown type.
+fn min_value_bytes(ty: u32) -> Option<u64> {
+    use value_type::*;
+    Some(match ty {
+        U8 | I8 | BOOL => 1,
+        U16 | I16 => 2,
+        U32 | I32 | F32 => 4,
+        U64 | I64 | F64 | STRING => 8,
+        ARRAY => 12,
+        _ => return None,
+    })
+}
+
+/// ggml's name for every type id it has defined (`ggml_type_name`), for messages about the
+/// types this crate does not read.
+pub fn ggml_type_name(id: u32) -> Option<&'static str> {
+    const NAMES: [&str; 43] = [
+        "f32", "f16", "q4_0", "q4_1", "", "", "q5_0", "q5_1", "q8_0", "q8_1", "q2_K", "q3_K",
+        "q4_K", "q5_K", "q6_K", "q8_K", "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s", "iq4_nl",
+        "iq3_s", "iq2_s", "iq4_xs", "i8", "i16", "i32", "i64", "f64", "iq1_m", "bf16", "", "",
+        "", "tq1_0", "tq2_0", "", "", "", "mxfp4", "nvfp4", "q1_0", "q2_0",
+    ];
+    NAMES
+        .get(id as usize)
+        .copied()
+        .filter(|n| !n.is_empty())
+}
+
+fn file_error(file: &Path, problem: CheckpointProblem) -> Error {
+    Error::Checkpoint {
+        file: file.to_path_buf(),
+        tensor: None,
+        problem,
+    }
+}
+
+pub(super) fn malformed(file: &Path, detail: impl Into<String>) -> Error {
+    file_error(file, CheckpointProblem::Malformed(detail.into()))
+}
+
+/// A problem with one tensor; a long name is cut (it is refused past 63 bytes anyway).
+fn tensor_error(file: &Path, tensor: &str, problem: CheckpointProblem) -> Error {
+    let tensor = match tensor.char_indices().nth(crate::error::EXCERPT_CHARS * 2) {
+        None => tensor.to_string(),
+        Some((cut, _)) => format!("{}… ({} bytes)", &tensor[..cut], tensor.len()),
+    };
+    Error::Checkpoint {
+        file: file.to_path_buf(),
+        tensor: Some(tensor),
+        problem,
+    }
+}
+
+/// A cursor over the file's bytes that reports every short read as truncation, saying
+/// what was being read and where.
+struct Reader<'a> {
+    file: &'a Path,
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn remaining(&self) -> u64 {
+        (self.bytes.len() - self.pos) as u64
+    }
+
+    fn take(&mut self, n: u64, what: &dyn Fn() -> String) -> Result<&'a [u8]> {
+        if n > self.remaining() {
+            return Err(file_error(
+                self.file,
+                CheckpointProblem::Truncated(format!(
+                    "{} needs {n} bytes at offset {}, but the file has {} left",
+                    what(),
+                    self.pos,
+                    self.remaining()
+                )),
+            ));
+        }
+        let start = self.pos;
+        self.pos += n as usize;
+        Ok(&self.bytes[start..self.pos])
+    }
+
+    fn array<const N: usize>(&mut self, what: &dyn Fn() -> String) -> Result<[u8; N]> {
+        let b = self.take(N as u64, what)?;
+        Ok(b.try_into().expect("take returned N bytes"))
+    }
+
+    fn u32(&mut self, what: &dyn Fn() -> String) -> Result<u32> {
+        self.array(what).map(u32::from_le_bytes)
+    }
+
+    fn u64(&mut self, what: &dyn Fn() -> String) -> Result<u64> {
+        self.array(what).map(u64::from_le_bytes)
+    }
+
+    /// A gguf string: a u64 length, then that many bytes of UTF-8.
+    fn string(&mut self, what: &dyn Fn() -> String) -> Result<String> {
+        let len = self.u64(&|| format!("the length of {}", what()))?;
+        if len > MAX_STRING_BYTES {
+            return Err(malformed(
+                self.file,
+                format!(
+                    "{}: length {len} is past the format's limit of {MAX_STRING_BYTES} bytes",
+                    what()
+                ),
+            ));
+        }
+        let bytes = self.take(len, what)?;
+        match std::str::from_utf8(bytes) {
+            Ok(s) => Ok(s.to_string()),
+            Err(e) => Err(malformed(
+                self.file,
+                format!(
+                    "{} is not UTF-8 (byte {} of {len}): {}",
+                    what(),
+                    e.valid_up_to(),
+                    excerpt(&String::from_utf8_lossy(bytes))
+                ),
+            )),
+        }
+    }
+}
+
+/// Parses and checks a whole GGUF file held in `bytes`; `path_for_errors` names it in
+/// errors. Every count, length, shape and offset is checked: the tensors' byte ranges
+/// returned lie inside `bytes`, aligned, in order, without overlap.
+pub fn parse(path_for_errors: &Path, bytes: &[u8]) -> Result<Parsed> {
+    let file = path_for_errors;
+    let mut r = Reader {
+        file,
+        bytes,
+        pos: 0,
+    };
+    let magic: [u8; 4] = r.array(&|| "the magic \"GGUF\"".to_string())?;
+    if &magic != MAGIC {
+        return Err(malformed(
+            file,
+            format!(
+                "not a GGUF file: it starts with {:02x?}, not \"GGUF\"",
+                &magic
+            ),
+        ));
+    }
+    let version = r.u32(&|| "the version".to_string())?;
+    check_version(file, version)?;
+    let tensor_count = r.u64(&|| "the tensor count".to_string())?;
+    let kv_count = r.u64(&|| "the metadata count".to_string())?;
+    // A metadata pair takes at least 14 bytes (a key length, a key byte, a value type and
+    // a one-byte value), a tensor info 24: a count past what the rest of the file can hold
+    // is refused before it sizes anything.
+    let bound = |count: u64, min: u64, what: &str, r: &Reader| -> Result<()> {
+        let fits = r.remaining() / min;
+        if count > fits {
+            return Err(file_error(
+                file,
+                CheckpointProblem::Truncated(format!(
+                    "{what} {count}: the {} bytes after the header hold at most {fits}",
+                    r.remaining()
+                )),
+            ));
+        }
+        Ok(())
+    };
+    bound(kv_count, 14, "metadata count", &r)?;
+    bound(
+        tensor_count,
+        24,
+        "tensor count",
+        &r,
+    )?;
+
+    let mut budget = MAX_METADATA_VALUES;
+    let mut metadata: Vec<(String, MetaValue)> = Vec::with_capacity(kv_count as usize);
+    let mut keys: HashSet<String> = HashSet::with_capacity(kv_count as usize);
+    for i in 0..kv_count {
+        let key = r.string(&|| format!("the key of metadata pair {i}"))?;
+        if key.is_empty() {
+            return Err(malformed(file, format!("metadata pair {i} has an empty key")));
+        }
+        if !keys.insert(key.clone()) {
+            return Err(malformed(
+                file,
+                format!("metadata key {} appears twice", excerpt(&key)),
+            ));
+        }
+        let ty = r.u32(&|| format!("the value type of {}", excerpt(&key)))?;
+        let value = read_value(&mut r, &key, ty, 0, &mut budget)?;
+        metadata.push((key, value));
+    }
+
+    let alignment = match metadata.iter().find(|(k, _)| k == ALIGNMENT_KEY) {
+        None => DEFAULT_ALIGNMENT,
+        Some((_, MetaValue::U32(a))) if a.is_power_of_two() => u64::from(*a),
+        Some((_, MetaValue::U32(a))) => {
+            return Err(malformed(
+                file,
+                format!("`{ALIGNMENT_KEY}` is {a}, not a power of two"),
+            ));
+        }
+        Some((_, v)) => {
+            return Err(malformed(
+                file,
+                format!(
+                    "`{ALIGNMENT_KEY}` must be a u32, not {}",
+                    v.type_name()
+                ),
+            ));
+        }
+    };
+
+    let mut tensors: Vec<GgufTensor> = Vec::with_capacity(tensor_count as usize);
+    let mut names: HashSet<String> = HashSet::with_capacity(tensor_count as usize);
+    for i in 0..tensor_count {
+        let t = read_tensor_info(&mut r, i)?;
+        if !names.insert(t.name.clone()) {
+            return Err(tensor_error(
+                file,
+                &t.name,
+                CheckpointProblem::Duplicate {
+                    first: file.to_path_buf(),
+                },
+            ));
+        }
+        tensors.push(t);
+    }
+
+    // The data section starts at the next multiple of the alignment.
+    let header_end = r.pos as u64;
+    let data_offset = header_end.div_ceil(alignment) * alignment;
+    let file_len = bytes.len() as u64;
+    if !tensors.is_empty() && data_offset > file_len {
+        return Err(file_error(
+            file,
+            CheckpointProblem::Truncated(format!(
+                "the data section starts at offset {data_offset} (the header padded to {alignment}), past the end of the file at {file_len}"
+            )),
+        ));
+    }
+    let data_len = file_len.saturating_sub(data_offset);
+    check_layout(file, &tensors, alignment, data_len)?;
+    Ok(Parsed {
+        version,
+        metadata,
+        tensors,
+        alignment,
+        data_offset,
+    })
+}
+
+fn check_version(file: &Path, version: u32) -> Result<()> {
+    let problem = match version {
+        2 | 3 => return Ok(()),
+        0 => "version 0 is not a GGUF version".to_string(),
+        1 => "GGUF version 1 is not supported (32-bit counts; llama.cpp dropped it too): convert the model again".to_string(),
+        v if v & 0xFFFF == 0 => format!(
+            "version {v} (0x{v:08x}) looks byte-swapped: a big-endian file? Only little-endian GGUF files are read"
+        ),
+        v => format!("version {v} is newer than the versions read (2 and 3)"),
+    };
+    Err(malformed(file, problem))
+}
+
+/// One metadata value of type `ty` (for `key`, at array depth `depth`), each value taken
+/// from `budget`.
+fn read_value(
+    r: &mut Reader,
+    key: &str,
+    ty: u32,
+    depth: usize,
+    budget: &mut u64,
+) -> Result<MetaValue> {
+    use value_type::*;
+    if *budget == 0 {
+        return Err(malformed(
+            r.file,
+            format!(
+                "{}: more than {MAX_METADATA_VALUES} metadata values in the file",
+                excerpt(key)
+            ),
+        ));
+    }
+    *budget -= 1;
+    let what = || format!("the value of {}", excerpt(key));
+    Ok(match ty {
+        U8 => MetaValue::U8(r.array::<1>(&what)?[0]),
+        I8 => MetaValue::I8(i8::from_le_bytes(r.array(&what)?)),
+        U16 => MetaValue::U16(u16::from_le_bytes(r.array(&what)?)),
+        I16 => MetaValue::I16(i16::from_le_bytes(r.array(&what)?)),
+        U32 => MetaValue::U32(u32::from_le_bytes(r.array(&what)?)),
+        I32 => MetaValue::I32(i32::from_le_bytes(r.array(&what)?)),
+        F32 => MetaValue::F32(f32::from_le_bytes(r.array(&what)?)),
+        U64 => MetaValue::U64(u64::from_le_bytes(r.array(&what)?)),
+        I64 => MetaValue::I64(i64::from_le_bytes(r.array(&what)?)),
+        F64 => MetaValue::F64(f64::from_le_bytes(r.array(&what)?)),
+        BOOL => match r.array::<1>(&what)?[0] {
+            0 => MetaValue::Bool(false),
+            1 => MetaValue::Bool(true),
+            b => {
+                return Err(malformed(
+                    r.file,
+                    format!("{}: a bool of byte {b}, not 0 or 1", excerpt(key)),
+                ));
+            }
+        },
+        STRING => MetaValue::Str(r.string(&what)?),
+        ARRAY => {
+            if depth >= MAX_ARRAY_DEPTH {
+                return Err(malformed(
+                    r.file,
+                    format!(
+                        "{}: arrays nested more than {MAX_ARRAY_DEPTH} deep",
+                        excerpt(key)
+                    ),
+                ));
+            }
+            let elem = r.u32(&|| format!("the element type of {}", excerpt(key)))?;
+            let n = r.u64(&|| format!("the length of {}", excerpt(key)))?;
+            let Some(min) = min_value_bytes(elem) else {
+                return Err(unknown_type(r.file, key, elem, " of array elements"));
+            };
+            if n > MAX_ARRAY_LEN {
+                return Err(malformed(
+                    r.file,
+                    format!(
+                        "{}: an array of {n} elements, past the format's limit of {MAX_ARRAY_LEN}",
+                        excerpt(key)
+                    ),
+                ));
+            }
+            let fits = r.remaining() / min;
+            if n > fits {
+                return Err(file_error(
+                    r.file,
+                    CheckpointProblem::Truncated(format!(
+                        "{}: an array of {n} elements, but the {} bytes left hold at most {fits}",
+                        excerpt(key),
+                        r.remaining()
+                    )),
+                ));
+            }
+            if n > *budget {
+                return Err(malformed(
+                    r.file,
+                    format!(
+                        "{}: more than {MAX_METADATA_VALUES} metadata values in the file",
+                        excerpt(key)
+                    ),
+                ));
+            }
+            let mut items = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                items.push(read_value(r, key, elem, depth + 1, budget)?);
+            }
+            MetaValue::Array(items)
+        }
+        other => return Err(unknown_type(r.file, key, other, "")),
+    })
+}
+
+fn unknown_type(file: &Path, key: &str, ty: u32, of: &str) -> Error {
+    malformed(
+        file,
+        format!(
+            "{}: unknown metadata value type {ty}{of} (the format has 0 to 12)",
+            excerpt(key)
+        ),
+    )
+}
+
+/// One tensor info: name, dimensions, type and offset; its size from the type's blocks.
+fn read_tensor_info(r: &mut Reader, i: u64) -> Result<GgufTensor> {
+    let file = r.file;
+    let name = r.string(&|| format!("the name of tensor {i}"))?;
+    let bad = |detail: String| tensor_error(file, &name, CheckpointProblem::Malformed(detail));
+    if name.is_empty() {
+        return Err(malformed(file, format!("tensor {i} has an empty name")));
+    }
+    if name.len() >= MAX_NAME_BYTES {
+        return Err(bad(format!(
+            "a name of {} bytes; ggml's limit is {} (GGML_MAX_NAME)",
+            name.len(),
+            MAX_NAME_BYTES - 1
+        )));
+    }
+    let what = |field: &'static str| {
+        let name = name.clone();
+        move || format!("the {field} of tensor `{name}`")
+    };
+    let n_dims = r.u32(&what("number of dimensions"))?;
+    if n_dims as usize > MAX_DIMS {
+        return Err(bad(format!(
+            "{n_dims} dimensions; ggml tensors have at most {MAX_DIMS}"
+        )));
+    }
+    let mut dims = Vec::with_capacity(n_dims as usize);
+    for _ in 0..n_dims {
+        let d = r.u64(&what("dimensions"))?;
+        // ggml holds dimensions in an i64.
+        if d > i64::MAX as u64 {
+            return Err(bad(format!("dimension {d} is past 2^63 - 1")));
+        }
+        dims.push(d);
+    }
+    let elements = dims
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        .filter(|&n| n <= i64::MAX as u64)
+        .ok_or_else(|| bad(format!("dimensions {dims:?}: more than 2^63 - 1 elements")))?;
+    let type_id = r.u32(&what("type"))?;
+    let offset = r.u64(&what("offset"))?;
+    let Some(ty) = GgmlType::from_id(type_id) else {
+        let found = match ggml_type_name(type_id) {
+            Some(n) => format!("{type_id} ({n})"),
+            None => format!("{type_id} (not a ggml type)"),
+        };
+        let supported = ALL_TYPES.map(|t| t.name()).join(", ");
+        return Err(tensor_error(
+            file,
+            &name,
+            CheckpointProblem::UnsupportedType { found, supported },
+        ));
+    };
+    let ne0 = dims.first().copied().unwrap_or(1);
+    let rows = if ne0 == 0 { 0 } else { elements / ne0 };
+    let row = ty.row_bytes(ne0).ok_or_else(|| {
+        bad(format!(
+            "{ne0} elements per row, not a whole number of {} blocks of {}",
+            ty.name(),
+            ty.block_size()
+        ))
+    })?;
+    let size = row
+        .checked_mul(rows)
+        .ok_or_else(|| bad(format!("{} {dims:?} is more than 2^64 bytes", ty.name())))?;
+    Ok(GgufTensor {
+        name,
+        dims,
+        ty,
+        offset,
+        size,
+    })
+}
+
+/// Tensors lie one after another in the data section, each at the end of the one before
+/// rounded up to the alignment (the layout llama.cpp writes and the only one it loads):
+/// so none is misaligned, none overlaps another, and all lie inside the file.
+fn check_layout(file: &Path, tensors: &[GgufTensor], alignment: u64, data_len: u64) -> Result<()> {
+    let mut expected = 0u64;
+    let mut previous: Option<&str> = None;
+    for t in tensors {
+        let bad = |problem| tensor_error(file, &t.name, problem);
+        if t.offset % alignment != 0 {
+            return Err(bad(CheckpointProblem::Malformed(format!(
+                "offset {} is not a multiple of the alignment {alignment}",
+                t.offset
+            ))));
+        }
+        if t.offset < expected {
+            let prev = previous.unwrap_or_default().to_string();
+            return Err(bad(CheckpointProblem::Overlap(prev)));
+        }
+        if t.offset > expected {
+            return Err(bad(CheckpointProblem::Malformed(format!(
+                "offset {} leaves a gap: the tensor before ends at {expected} (padded)",
+                t.offset
+            ))));
+        }
+        let end = t.offset.checked_add(t.size).filter(|&e| e <= data_len);
+        let Some(end) = end else {
+            return Err(bad(CheckpointProblem::Truncated(format!(
+                "{} bytes at offset {} of the data section, which has {data_len}",
+                t.size, t.offset
+            ))));
+        };
+        // `end` ≤ the file's length, so rounding up cannot wrap.
+        expected = end.div_ceil(alignment) * alignment;
+        previous = Some(&t.name);
+    }
+    Ok(())
+}

@@ -1,0 +1,567 @@
+//! The tokenizer a GGUF file carries (chapter 11, with chapter 4's tokenizer): llama.cpp
+//! keeps a byte-level BPE vocabulary in the metadata instead of a `tokenizer.json`.
+//!
+//! | key | what |
+//! |---|---|
+//! | `tokenizer.ggml.model` | `"gpt2"` for byte-level BPE (the only kind read here) |
+//! | `tokenizer.ggml.pre` | the pre-tokenizer by name: `"qwen2"` is Qwen's pattern |
+//! | `tokenizer.ggml.tokens` | one string per id, in GPT-2's byte-to-unicode alphabet (as in `tokenizer.json`); added tokens as plain text |
+//! | `tokenizer.ggml.token_type` | per id: 1 normal, 3 control, 4 user-defined (both added tokens), 5 unused (padding up to the embedding's rows) |
+//! | `tokenizer.ggml.merges` | `"left right"` in priority order |
+//! | `tokenizer.ggml.bos_token_id`, `eos_token_id`, `padding_token_id`, `add_bos_token` | the special ids |
+//! | `tokenizer.chat_template` | the Jinja chat template |
+//!
+//! Read ([`tokenizer_from_gguf`]), every count and id is checked and every problem is an
+//! error naming the file, the key and the index. Written ([`gguf_tokenizer_metadata`]),
+//! the keys are those llama.cpp's `convert_hf_to_gguf.py` writes for Qwen2 / Qwen3: added
+//! tokens are control tokens when flagged special or shaped `<|…|>`, user-defined
+//! otherwise, and ids without a token are `[PAD{id}]`, unused. A tiktoken vocabulary has no
+//! merge list; its merges are recovered by running byte-rank BPE on each token with only
+//! the lower ranks allowed, which stops at exactly two parts.
+//!
+//! llama.cpp does not put text in Unicode NFC, so the tokenizer read here does not either
+//! (`nfc` false): on text that is not already NFC its ids are tiktoken's, not Hugging
+//! Face's.
+
+use super::Tokenizer;
+use super::bpe::QWEN_PATTERN;
+use super::pretokenize::SplitRule;
+use super::special::AddedToken;
+use super::tokenizer_json::{GPT2_PATTERN, bytes_to_unicode};
+use super::vocab::{MAX_ID, MergeRule, Vocab};
+use crate::error::{Error, Result, excerpt};
+use crate::gguf::{Gguf, MetaValue};
+use rustc_hash::FxHashMap;
+use std::path::Path;
+
+pub const MODEL_KEY: &str = "tokenizer.ggml.model";
+pub const PRE_KEY: &str = "tokenizer.ggml.pre";
+pub const TOKENS_KEY: &str = "tokenizer.ggml.tokens";
+pub const TYPES_KEY: &str = "tokenizer.ggml.token_type";
+pub const MERGES_KEY: &str = "tokenizer.ggml.merges";
+pub const BOS_KEY: &str = "tokenizer.ggml.bos_token_id";
+pub const EOS_KEY: &str = "tokenizer.ggml.eos_token_id";
+pub const PAD_KEY: &str = "tokenizer.ggml.padding_token_id";
+pub const UNK_KEY: &str = "tokenizer.ggml.unknown_token_id";
+pub const ADD_BOS_KEY: &str = "tokenizer.ggml.add_bos_token";
+pub const CHAT_TEMPLATE_KEY: &str = "tokenizer.chat_template";
+
+/// llama.cpp's token types (`llama_token_type`).
+pub mod token_type {
+    pub const NORMAL: i32 = 1;
+    pub const UNKNOWN: i32 = 2;
+    pub const CONTROL: i32 = 3;
+    pub const USER_DEFINED: i32 = 4;
+    pub const UNUSED: i32 = 5;
+    pub const BYTE: i32 = 6;
+}
+
+/// A GGUF file's tokenizer and the special ids and template that come with it.
+pub struct GgufVocab {
+    pub tokenizer: Tokenizer,
+    /// Length of `tokenizer.ggml.tokens` (unused ids included: the embedding's rows).
+    pub n_tokens: usize,
+    pub bos: Option<u32>,
+    pub eos: Option<u32>,
+    pub pad: Option<u32>,
+    pub unk: Option<u32>,
+    /// `tokenizer.ggml.add_bos_token` (false when absent).
+    pub add_bos: bool,
+    pub chat_template: Option<String>,
+}
+
+/// The tokenizer of an opened GGUF file.
+pub fn tokenizer_from_gguf(g: &Gguf) -> Result<GgufVocab> {
+    tokenizer_from_metadata(g.path(), g.metadata())
+}
+
+/// Opens a GGUF file (checked whole, see [`Gguf::open`]) and reads its tokenizer.
+pub fn open(path: &Path) -> Result<GgufVocab> {
+    tokenizer_from_gguf(&Gguf::open(path)?)
+}
+
+/// The tokenizer described by GGUF metadata pairs (`file` names the source in errors).
+pub fn tokenizer_from_metadata(file: &Path, metadata: &[(String, MetaValue)]) -> Result<GgufVocab> {
+    let what = file.display().to_string();
+    let get = |key: &str| metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+    let err = |key: &str, problem: String| Error::field(what.as_str(), key, problem);
+
+    let model = match get(MODEL_KEY) {
+        None => {
+            return Err(err(
+                MODEL_KEY,
+                "missing: the file carries no tokenizer".into(),
+            ));
+        }
+        Some(v) => v
+            .as_str()
+            .ok_or_else(|| err(MODEL_KEY, format!("{}, expected a string", v.type_name())))?,
+    };
+    if model != "gpt2" {
+        let why = match model {
+            "none" | "no_vocab" => "the file has no vocabulary (ids only)".to_string(),
+            other => format!(
+                "{} is not supported (only \"gpt2\", byte-level BPE)",
+                excerpt(other)
+            ),
+        };
+        return Err(err(MODEL_KEY, why));
+    }
+    let pattern = match get(PRE_KEY) {
+        None => return Err(err(PRE_KEY, "missing (the pre-tokenizer's name)".into())),
+        Some(v) => match v.as_str() {
+            Some("qwen2") => QWEN_PATTERN,
+            Some("gpt-2") => GPT2_PATTERN,
+            Some(other) => {
+                return Err(err(
+                    PRE_KEY,
+                    format!(
+                        "{} is not supported (\"qwen2\" or \"gpt-2\")",
+                        excerpt(other)
+                    ),
+                ));
+            }
+            None => {
+                return Err(err(
+                    PRE_KEY,
+                    format!("{}, expected a string", v.type_name()),
+                ));
+            }
+        },
+    };
+
+    let tokens = string_array(get(TOKENS_KEY), TOKENS_KEY, &what)?;
+    if tokens.is_empty() {
+        return Err(err(TOKENS_KEY, "empty".into()));
+    }
+    if tokens.len() > MAX_ID as usize + 1 {
+        return Err(err(
+            TOKENS_KEY,
+            format!(
+                "{} tokens, above the supported {}",
+                tokens.len(),
+                MAX_ID as u64 + 1
+            ),
+        ));
+    }
+    let n = tokens.len();
+    let types: Vec<i32> = match get(TYPES_KEY) {
+        None => vec![token_type::NORMAL; n],
+        Some(v) => {
+            let a = v
+                .as_array()
+                .ok_or_else(|| err(TYPES_KEY, format!("{}, expected an array", v.type_name())))?;
+            if a.len() != n {
+                return Err(err(
+                    TYPES_KEY,
+                    format!("{} entries for {n} tokens ({TOKENS_KEY})", a.len()),
+                ));
+            }
+            let mut out = Vec::with_capacity(n);
+            for (i, t) in a.iter().enumerate() {
+                let ty = as_i64(t).filter(|t| (1..=6).contains(t)).ok_or_else(|| {
+                    err(
+                        &format!("{TYPES_KEY}[{i}]"),
+                        format!("{} is not a token type (1 to 6)", brief(t)),
+                    )
+                })?;
+                out.push(ty as i32);
+            }
+            out
+        }
+    };
+    if let Some((arch_key, v)) = arch_vocab_size(metadata) {
+        let size = v.as_u64();
+        if size != Some(n as u64) {
+            return Err(err(
+                &arch_key,
+                format!("{} but {TOKENS_KEY} has {n} tokens", brief(v)),
+            ));
+        }
+    }
+
+    let b2u = bytes_to_unicode();
+    let inverse: FxHashMap<char, u8> = b2u.iter().enumerate().map(|(b, &c)| (c, b as u8)).collect();
+    let mut entries = Vec::with_capacity(n);
+    let mut added = Vec::new();
+    let mut by_string: FxHashMap<&str, u32> = FxHashMap::default();
+    let mut added_ids: FxHashMap<&str, usize> = FxHashMap::default();
+    for (i, (text, &ty)) in tokens.iter().zip(&types).enumerate() {
+        let id = i as u32;
+        let at = || format!("{TOKENS_KEY}[{i}]");
+        if text.is_empty() && ty != token_type::UNUSED {
+            return Err(err(&at(), "empty token".into()));
+        }
+        match ty {
+            token_type::NORMAL => {
+                let bytes: Vec<u8> = text
+                    .chars()
+                    .map(|c| inverse.get(&c).copied())
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| {
+                        err(
+                            &at(),
+                            format!("{} is not in the byte-level alphabet", excerpt(text)),
+                        )
+                    })?;
+                if by_string.insert(text, id).is_some() {
+                    return Err(err(&at(), format!("{} appears twice", excerpt(text))));
+                }
+                entries.push((bytes, id));
+            }
+            token_type::CONTROL | token_type::USER_DEFINED | token_type::UNKNOWN => {
+                if let Some(first) = added_ids.insert(text, i) {
+                    return Err(err(
+                        &at(),
+                        format!("{} is also token {first}", excerpt(text)),
+                    ));
+                }
+                added.push(AddedToken {
+                    content: text.to_string(),
+                    id,
+                    special: ty != token_type::USER_DEFINED,
+                });
+            }
+            token_type::UNUSED => {}
+            _ => {
+                return Err(err(
+                    &format!("{TYPES_KEY}[{i}]"),
+                    "type 6 (byte) belongs to SentencePiece vocabularies, not byte-level BPE"
+                        .into(),
+                ));
+            }
+        }
+    }
+
+    let merges = string_array(get(MERGES_KEY), MERGES_KEY, &what)?;
+    let mut pairs = FxHashMap::with_capacity_and_hasher(merges.len(), Default::default());
+    let mut joined = String::new();
+    for (rank, m) in merges.iter().enumerate() {
+        let at = || format!("{MERGES_KEY}[{rank}]");
+        let mut it = m.split(' ');
+        let (Some(l), Some(r), None) = (it.next(), it.next(), it.next()) else {
+            return Err(err(&at(), format!("{} is not `left right`", excerpt(m))));
+        };
+        let id = |t: &str| {
+            by_string.get(t).copied().ok_or_else(|| {
+                err(
+                    &at(),
+                    format!("{} is not a normal token of {TOKENS_KEY}", excerpt(t)),
+                )
+            })
+        };
+        joined.clear();
+        joined.push_str(l);
+        joined.push_str(r);
+        let (li, ri, merged) = (id(l)?, id(r)?, id(&joined)?);
+        // The first occurrence of a pair wins, as in llama.cpp's and Hugging Face's loaders.
+        pairs.entry((li, ri)).or_insert((rank as u32, merged));
+    }
+    let vocab = Vocab::new(entries, MergeRule::Pairs(pairs), false, &what)?;
+
+    let special_id = |key: &str| -> Result<Option<u32>> {
+        match get(key) {
+            None => Ok(None),
+            Some(v) => match v.as_u64() {
+                Some(id) if id < n as u64 => Ok(Some(id as u32)),
+                _ => Err(err(key, format!("{} is not a token id (0..{n})", brief(v)))),
+            },
+        }
+    };
+    let (bos, eos, pad, unk) = (
+        special_id(BOS_KEY)?,
+        special_id(EOS_KEY)?,
+        special_id(PAD_KEY)?,
+        special_id(UNK_KEY)?,
+    );
+    let add_bos = match get(ADD_BOS_KEY) {
+        None => false,
+        Some(v) => v
+            .as_bool()
+            .ok_or_else(|| err(ADD_BOS_KEY, format!("{}, expected a bool", v.type_name())))?,
+    };
+    let chat_template = match get(CHAT_TEMPLATE_KEY) {
+        None => None,
+        Some(v) => Some(
+            v.as_str()
+                .ok_or_else(|| {
+                    err(
+                        CHAT_TEMPLATE_KEY,
+                        format!("{}, expected a string", v.type_name()),
+                    )
+                })?
+                .to_string(),
+        ),
+    };
+    let tokenizer = Tokenizer::new(vocab, added, pattern, false, &what)?;
+    Ok(GgufVocab {
+        tokenizer,
+        n_tokens: n,
+        bos,
+        eos,
+        pad,
+        unk,
+        add_bos,
+        chat_template,
+    })
+}
+
+/// `{general.architecture}.vocab_size`, when both keys are there.
+fn arch_vocab_size(metadata: &[(String, MetaValue)]) -> Option<(String, &MetaValue)> {
+    let arch = metadata
+        .iter()
+        .find(|(k, _)| k == "general.architecture")
+        .and_then(|(_, v)| v.as_str())?;
+    let key = format!("{arch}.vocab_size");
+    metadata
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| (key.clone(), v))
+}
+
+/// An array of strings under `key` (required).
+fn string_array<'a>(v: Option<&'a MetaValue>, key: &str, what: &str) -> Result<Vec<&'a str>> {
+    let v = v.ok_or_else(|| Error::field(what, key, "missing"))?;
+    let a = v
+        .as_array()
+        .ok_or_else(|| Error::field(what, key, format!("{}, expected an array", v.type_name())))?;
+    a.iter()
+        .enumerate()
+        .map(|(i, s)| {
+            s.as_str().ok_or_else(|| {
+                Error::field(
+                    what,
+                    format!("{key}[{i}]"),
+                    format!("{}, expected a string", s.type_name()),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Any integer, signed or not.
+fn as_i64(v: &MetaValue) -> Option<i64> {
+    match *v {
+        MetaValue::I8(x) => Some(x.into()),
+        MetaValue::I16(x) => Some(x.into()),
+        MetaValue::I32(x) => Some(x.into()),
+        MetaValue::I64(x) => Some(x),
+        _ => v.as_u64().and_then(|x| i64::try_from(x).ok()),
+    }
+}
+
+/// A value as a message quotes it.
+fn brief(v: &MetaValue) -> String {
+    match v {
+        MetaValue::Str(s) => excerpt(s),
+        MetaValue::Array(a) => format!("an array of {}", a.len()),
+        MetaValue::Bool(b) => b.to_string(),
+        MetaValue::F32(x) => x.to_string(),
+        MetaValue::F64(x) => x.to_string(),
+        other => as_i64(other).map_or_else(|| other.type_name().to_string(), |x| x.to_string()),
+    }
+}
+
+/// The tokenizer keys llama.cpp's converter writes for a Qwen model, for a vocabulary of
+/// exactly [`Tokenizer::n_ids`] ids (see [`gguf_tokenizer_metadata_for`], which also checks
+/// that llama.cpp has a name for the pre-tokenizer).
+pub fn gguf_tokenizer_metadata(tok: &Tokenizer) -> Vec<(String, MetaValue)> {
+    build_metadata(tok, tok.n_ids(), None)
+}
+
+/// [`gguf_tokenizer_metadata`] padded with unused `[PAD{id}]` tokens up to `vocab_size` (the
+/// model's embedding rows, as the converter pads), with a chat template. Errors if the
+/// tokenizer has more ids than `vocab_size`.
+pub fn gguf_tokenizer_metadata_for(
+    tok: &Tokenizer,
+    vocab_size: usize,
+    chat_template: Option<&str>,
+) -> Result<Vec<(String, MetaValue)>> {
+    if vocab_size < tok.n_ids() {
+        return Err(Error::field(
+            tok.name.as_str(),
+            "vocab_size",
+            format!("{vocab_size} is below the tokenizer's {} ids", tok.n_ids()),
+        ));
+    }
+    if pre_tokenizer_name(tok).is_none() {
+        return Err(Error::field(
+            tok.name.as_str(),
+            "pre_tokenizer",
+            "llama.cpp names no pre-tokenizer for this pattern and split rule \
+             (Qwen's or GPT-2's pattern, split the Isolated way, can be written)",
+        ));
+    }
+    Ok(build_metadata(tok, vocab_size, chat_template))
+}
+
+/// The `tokenizer.ggml.pre` name llama.cpp gives the tokenizer's pre-tokenizer, if any.
+fn pre_tokenizer_name(tok: &Tokenizer) -> Option<&'static str> {
+    if tok.split != SplitRule::default() {
+        return None;
+    }
+    match tok.pattern.as_str() {
+        QWEN_PATTERN => Some("qwen2"),
+        GPT2_PATTERN => Some("gpt-2"),
+        _ => None,
+    }
+}
+
+fn build_metadata(
+    tok: &Tokenizer,
+    vocab_size: usize,
+    chat_template: Option<&str>,
+) -> Vec<(String, MetaValue)> {
+    let b2u = bytes_to_unicode();
+    let text = |b: &[u8]| -> String { b.iter().map(|&x| b2u[x as usize]).collect() };
+    let mut tokens = Vec::with_capacity(vocab_size);
+    let mut types = Vec::with_capacity(vocab_size);
+    for id in 0..vocab_size as u32 {
+        if let Some(t) = tok.added.get(id) {
+            let looks_special = t.content.starts_with("<|") && t.content.ends_with("|>");
+            tokens.push(MetaValue::Str(t.content.clone()));
+            types.push(MetaValue::I32(if t.special || looks_special {
+                token_type::CONTROL
+            } else {
+                token_type::USER_DEFINED
+            }));
+        } else if let Some(b) = tok.vocab.token(id) {
+            tokens.push(MetaValue::Str(text(b)));
+            types.push(MetaValue::I32(token_type::NORMAL));
+        } else {
+            tokens.push(MetaValue::Str(format!("[PAD{id}]")));
+            types.push(MetaValue::I32(token_type::UNUSED));
+        }
+    }
+    let merges = merge_list(&tok.vocab)
+        .into_iter()
+        .map(|(l, r)| MetaValue::Str(format!("{} {}", text(l), text(r))))
+        .collect();
+    let str_ = |s: &str| MetaValue::Str(s.to_string());
+    // A pattern llama.cpp has no name for is written as "default", which this reader
+    // refuses ([`gguf_tokenizer_metadata_for`] refuses to write it).
+    let pre = pre_tokenizer_name(tok).unwrap_or("default");
+    let mut out = vec![
+        (MODEL_KEY.to_string(), str_("gpt2")),
+        (PRE_KEY.to_string(), str_(pre)),
+        (TOKENS_KEY.to_string(), MetaValue::Array(tokens)),
+        (TYPES_KEY.to_string(), MetaValue::Array(types)),
+        (MERGES_KEY.to_string(), MetaValue::Array(merges)),
+    ];
+    // Qwen's config.json and tokenizer_config.json: bos and pad <|endoftext|>, eos <|im_end|>
+    // (the instruct models' end of turn) when the tokenizer has it.
+    let endoftext = tok.added.id_of("<|endoftext|>");
+    let eos = tok.added.id_of("<|im_end|>").or(endoftext);
+    for (key, id) in [(BOS_KEY, endoftext), (EOS_KEY, eos), (PAD_KEY, endoftext)] {
+        if let Some(id) = id {
+            out.push((key.to_string(), MetaValue::U32(id)));
+        }
+    }
+    out.push((ADD_BOS_KEY.to_string(), MetaValue::Bool(false)));
+    if let Some(t) = chat_template {
+        out.push((CHAT_TEMPLATE_KEY.to_string(), str_(t)));
+    }
+    out
+}
+
+/// The merges of a vocabulary in priority order, as byte strings `(left, right)`.
+fn merge_list(vocab: &Vocab) -> Vec<(&[u8], &[u8])> {
+    match &vocab.merges {
+        MergeRule::Pairs(m) => {
+            let mut v: Vec<(u32, u32, u32)> =
+                m.iter().map(|(&(l, r), &(rank, _))| (rank, l, r)).collect();
+            v.sort_unstable();
+            v.into_iter()
+                .filter_map(|(_, l, r)| Some((vocab.token(l)?, vocab.token(r)?)))
+                .collect()
+        }
+        MergeRule::ByteRank => vocab
+            .iter()
+            .filter(|(_, b)| b.len() > 1)
+            .filter_map(|(rank, b)| {
+                let parts = byte_rank_parts(vocab, b, rank);
+                (parts.len() == 2).then(|| (parts[0], parts[1]))
+            })
+            .collect(),
+    }
+}
+
+/// Byte-rank BPE on `token` with only ranks below `below` allowed: the parts it stops at
+/// (two for every token of a tiktoken vocabulary, which is how its merge list is recovered).
+fn byte_rank_parts<'a>(vocab: &Vocab, token: &'a [u8], below: u32) -> Vec<&'a [u8]> {
+    let mut cuts: Vec<usize> = (0..=token.len()).collect();
+    loop {
+        let mut best: Option<(u32, usize)> = None;
+        for i in 0..cuts.len().saturating_sub(2) {
+            if let Some(rank) = vocab.id(&token[cuts[i]..cuts[i + 2]])
+                && rank < below
+                && best.is_none_or(|(b, _)| rank < b)
+            {
+                best = Some((rank, i));
+            }
+        }
+        match best {
+            Some((_, i)) => {
+                cuts.remove(i + 1);
+            }
+            None => break,
+        }
+    }
+    cuts.windows(2).map(|w| &token[w[0]..w[1]]).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(pairs: Vec<(&str, MetaValue)>) -> Vec<(String, MetaValue)> {
+        pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    }
+
+    fn strs(v: &[&str]) -> MetaValue {
+        MetaValue::Array(v.iter().map(|s| MetaValue::Str(s.to_string())).collect())
+    }
+
+    /// A tiny vocabulary: the 256 bytes, "ab", and one control token.
+    fn tiny() -> Vec<(String, MetaValue)> {
+        let b2u = bytes_to_unicode();
+        let mut toks: Vec<String> = (0..256).map(|b| b2u[b].to_string()).collect();
+        toks.push("ab".into());
+        toks.push("<|end|>".into());
+        let mut types = vec![MetaValue::I32(1); 257];
+        types.push(MetaValue::I32(3));
+        meta(vec![
+            (MODEL_KEY, MetaValue::Str("gpt2".into())),
+            (PRE_KEY, MetaValue::Str("qwen2".into())),
+            (
+                TOKENS_KEY,
+                MetaValue::Array(toks.into_iter().map(MetaValue::Str).collect()),
+            ),
+            (TYPES_KEY, MetaValue::Array(types)),
+            (MERGES_KEY, strs(&["a b"])),
+            (EOS_KEY, MetaValue::U32(257)),
+        ])
+    }
+
+    #[test]
+    fn tiny_vocabulary_round_trips() {
+        let v = tokenizer_from_metadata(Path::new("t.gguf"), &tiny()).unwrap();
+        assert_eq!(v.n_tokens, 258);
+        assert_eq!(v.eos, Some(257));
+        assert_eq!(v.tokenizer.encode("ab<|end|>").unwrap(), vec![256, 257]);
+        let back = gguf_tokenizer_metadata(&v.tokenizer);
+        let again = tokenizer_from_metadata(Path::new("u"), &back).unwrap();
+        assert_eq!(
+            again.tokenizer.encode("xab<|end|>").unwrap(),
+            vec![120, 256, 257]
+        );
+    }
+
+    #[test]
+    fn byte_rank_parts_split_in_two() {
+        let v = Tokenizer::qwen().unwrap();
+        let id = v.vocab.id(b" hello").unwrap();
+        let parts = byte_rank_parts(&v.vocab, b" hello", id);
+        assert_eq!(parts.len(), 2);
+    }
+}
