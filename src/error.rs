@@ -170,7 +170,6 @@ pub enum CheckpointProblem {
     /// name for it ("16 (iq2_xxs)"), and the types that are read.
     #[error("type {found} is not supported: supported are {supported}")]
     UnsupportedType { found: String, supported: String },
-
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -311,7 +311,10 @@ impl Gguf {
         match self.get(key) {
             None => Ok(None),
             Some(v) => get(v).map(Some).ok_or_else(|| {
-                self.key_error(key, format!("{} {}, expected {want}", v.type_name(), brief(v)))
+                self.key_error(
+                    key,
+                    format!("{} {}, expected {want}", v.type_name(), brief(v)),
+                )
             }),
         }
     }

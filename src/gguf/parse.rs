@@ -79,14 +79,11 @@ fn min_value_bytes(ty: u32) -> Option<u64> {
 pub fn ggml_type_name(id: u32) -> Option<&'static str> {
     const NAMES: [&str; 43] = [
         "f32", "f16", "q4_0", "q4_1", "", "", "q5_0", "q5_1", "q8_0", "q8_1", "q2_K", "q3_K",
-        "q4_K", "q5_K", "q6_K", "q8_K", "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s", "iq4_nl",
-        "iq3_s", "iq2_s", "iq4_xs", "i8", "i16", "i32", "i64", "f64", "iq1_m", "bf16", "", "",
-        "", "tq1_0", "tq2_0", "", "", "", "mxfp4", "nvfp4", "q1_0", "q2_0",
+        "q4_K", "q5_K", "q6_K", "q8_K", "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s",
+        "iq2_s", "iq4_xs", "i8", "i16", "i32", "i64", "f64", "iq1_m", "bf16", "", "", "", "tq1_0",
+        "tq2_0", "", "", "", "mxfp4", "nvfp4", "q1_0", "q2_0",
     ];
-    NAMES
-        .get(id as usize)
-        .copied()
-        .filter(|n| !n.is_empty())
+    NAMES.get(id as usize).copied().filter(|n| !n.is_empty())
 }
 
 fn file_error(file: &Path, problem: CheckpointProblem) -> Error {
@@ -226,12 +223,7 @@ pub fn parse(path_for_errors: &Path, bytes: &[u8]) -> Result<Parsed> {
         Ok(())
     };
     bound(kv_count, 14, "metadata count", &r)?;
-    bound(
-        tensor_count,
-        24,
-        "tensor count",
-        &r,
-    )?;
+    bound(tensor_count, 24, "tensor count", &r)?;
 
     let mut budget = MAX_METADATA_VALUES;
     let mut metadata: Vec<(String, MetaValue)> = Vec::with_capacity(kv_count as usize);
@@ -239,7 +231,10 @@ pub fn parse(path_for_errors: &Path, bytes: &[u8]) -> Result<Parsed> {
     for i in 0..kv_count {
         let key = r.string(&|| format!("the key of metadata pair {i}"))?;
         if key.is_empty() {
-            return Err(malformed(file, format!("metadata pair {i} has an empty key")));
+            return Err(malformed(
+                file,
+                format!("metadata pair {i} has an empty key"),
+            ));
         }
         if !keys.insert(key.clone()) {
             return Err(malformed(
@@ -264,10 +259,7 @@ pub fn parse(path_for_errors: &Path, bytes: &[u8]) -> Result<Parsed> {
         Some((_, v)) => {
             return Err(malformed(
                 file,
-                format!(
-                    "`{ALIGNMENT_KEY}` must be a u32, not {}",
-                    v.type_name()
-                ),
+                format!("`{ALIGNMENT_KEY}` must be a u32, not {}", v.type_name()),
             ));
         }
     };

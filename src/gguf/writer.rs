@@ -92,7 +92,10 @@ impl<W: Write> GgufWriter<W> {
                 )));
             }
             if dims.len() > MAX_DIMS {
-                return Err(bad(format!("{} dimensions, more than {MAX_DIMS}", dims.len())));
+                return Err(bad(format!(
+                    "{} dimensions, more than {MAX_DIMS}",
+                    dims.len()
+                )));
             }
             let ne0 = dims.first().copied().unwrap_or(1);
             let elements = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d));

@@ -192,12 +192,17 @@ pub fn overhead_bound(tensors: &[PlannedTensor], metadata_bytes: u64) -> u64 {
     header + infos + padding + metadata_bytes
 }
 
+/// Bytes allowed for the metadata that is not the tokenizer's: the architecture's keys
+/// (`qwen3moe.block_count`, ...), `general.*`, the file type (the test files without a
+/// vocabulary hold ≈ 1 KB of it).
+pub const MODEL_KEYS_BYTES: u64 = 4096;
+
 /// A typical size of the metadata llama.cpp's converter writes for a vocabulary of `v`
 /// tokens: each token string (8-byte length + ~7 bytes of text), its f32 score and i32
-/// type, and a BPE merge line (8-byte length + ~12 bytes) per token, plus ~4 KB of
-/// model keys and the chat template. Qwen3's vocabulary (151,936) comes to ≈ 6.4 MB.
+/// type, and a BPE merge line (8-byte length + ~12 bytes) per token, plus
+/// [`MODEL_KEYS_BYTES`]. Qwen3's vocabulary (151,936) comes to ≈ 6.5 MB.
 pub fn typical_metadata_bytes(v: u64) -> u64 {
-    v * (8 + 7 + 4 + 4 + 8 + 12) + 4096
+    v * (8 + 7 + 4 + 4 + 8 + 12) + MODEL_KEYS_BYTES
 }
 
 /// What `anatomy params CONFIG.json --quant SCHEME` adds to the report.
