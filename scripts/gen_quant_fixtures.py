@@ -9,13 +9,14 @@ Writes tests/fixtures/quant/:
   inputs.safetensors      <tensor>.f32: the F32 originals, first ROWS rows of each 2-D tensor
   ftype_<N>.safetensors   for each llama ftype N: <tensor>.raw (U8, llama.cpp's bytes of those
                           rows) and <tensor>.dequant (F32, gguf.quants.dequantize of the bytes)
-  types.json              {ftype: {tensor: ggml type name}} for every tensor of every output,
-                          plus the shapes (ggml order) and which tensors fell back
+  types.json              {"ftypes": {ftype: {tensor: ggml type name}}} for every tensor of
+                          every output, "shapes" (ggml order, ne0 first) and "fallbacks"
+                          (per K ftype, the tensors llama.cpp gave a 32-weight type)
 
 A tiny `qwen3` model (2 layers, embedding 256, FFN 96) is written with gguf-py's GGUFWriter,
 random weights (seeded), the first rows of every tensor being rows that stress the rounding:
 zeros, a constant, one large outlier, negative-dominant, tiny (1e-30), values on half-steps of
-the Q8_0 and Q4_0 grids. ffn_down has 96 columns (not a multiple of 256), so K ftypes fall back
+the Q8_0, Q4_0 and Q4_1 grids. ffn_down has 96 columns (not a multiple of 256), so K ftypes fall back
 to 32-weight types there. The quantisers work row by row without an importance matrix, so the
 first ROWS rows of each tensor are a fair subset.
 """
@@ -32,8 +33,9 @@ import gguf
 import llama_cpp
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "quant")
-ROWS = 12
+ROWS = 14
 FTYPES = [2, 3, 8, 9, 7, 14, 15, 16, 17, 18, 1, 32]
+K_FTYPES = [14, 15, 16, 17, 18]
 N_LAYER, N_EMBD, N_FF, N_HEAD, N_KV, HEAD_DIM, N_VOCAB = 2, 256, 96, 4, 2, 64, 64
 
 
@@ -55,6 +57,11 @@ def stress_rows(rng: np.random.Generator, cols: int) -> list[np.ndarray]:
     r = rng.integers(-8, 7, cols) + 0.5
     r[::32] = -8.0
     rows.append(r)
+    # Q4_1 half-steps: each block spans 0..15 (d = 1, min = 0), the rest on k + 0.5
+    r = rng.integers(0, 15, cols) + 0.5
+    r[::32] = 0.0
+    r[1::32] = 15.0
+    rows.append(r)
     # positive-only, small spread around an offset (Q4_1 / K mins)
     rows.append(0.5 + rng.uniform(0, 0.01, cols))
     return rows
@@ -63,7 +70,7 @@ def stress_rows(rng: np.random.Generator, cols: int) -> list[np.ndarray]:
 def make_tensor(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
     """A [rows, cols] weight: the stress rows first, then Gaussian and heavy-tailed rows."""
     out = rng.normal(0, 0.02, (rows, cols))
-    out[rows // 2 :] = rng.standard_t(3, (rows - rows // 2, cols)) * 0.02
+    out[1::2] = rng.standard_t(3, (rows // 2, cols)) * 0.02  # heavy tails on odd rows
     for i, r in enumerate(stress_rows(rng, cols)):
         if i < rows:
             out[i] = r
@@ -146,7 +153,7 @@ def main() -> None:
     tensors = model_tensors(rng)
     inputs = {f"{n}.f32": a[:ROWS] for n, a in tensors.items() if a.ndim == 2}
     save_safetensors(os.path.join(OUT, "inputs.safetensors"), inputs)
-    types: dict = {"rows_kept": ROWS, "shapes": {n: list(a.shape[::-1]) for n, a in tensors.items()}, "ftypes": {}}
+    types: dict = {"rows_kept": ROWS, "shapes": {n: list(a.shape[::-1]) for n, a in tensors.items()}, "ftypes": {}, "fallbacks": {}}
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "f32.gguf")
         write_model(src, tensors)
@@ -168,6 +175,12 @@ def main() -> None:
                 out[t.name + ".dequant"] = deq
             save_safetensors(os.path.join(OUT, f"ftype_{ftype}.safetensors"), out)
             types["ftypes"][str(ftype)] = kinds
+            if ftype in K_FTYPES:
+                # A 32-weight type in a K ftype is llama.cpp's fallback for a row length that
+                # is not a multiple of 256.
+                types["fallbacks"][str(ftype)] = sorted(
+                    n for n, k in kinds.items() if k in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "F16")
+                )
             print(ftype, sorted(set(kinds.values())))
     with open(os.path.join(OUT, "types.json"), "w") as f:
         json.dump(types, f, indent=1, sort_keys=True)

@@ -265,3 +265,26 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// Any finite input, however large or small (subnormals, ±f32::MAX), quantises and
+    /// dequantises without a panic (the arithmetic may overflow to ±inf in f16, as
+    /// llama.cpp's does, but never traps).
+    #[test]
+    fn every_type_accepts_any_finite_row(
+        x in prop::collection::vec(
+            prop::num::f32::NORMAL | prop::num::f32::SUBNORMAL | prop::num::f32::ZERO,
+            256,
+        )
+    ) {
+        for ty in ALL_TYPES {
+            let mut b = Vec::new();
+            quantize(ty, &x, &mut b);
+            prop_assert_eq!(b.len() as u64, ty.row_bytes(256).unwrap());
+            let mut y = vec![0.0f32; 256];
+            dequantize(ty, &b, &mut y);
+        }
+    }
+}

@@ -66,7 +66,7 @@ pub const Q5_K_BYTES: usize = 2 + 2 + 12 + QK_K / 8 + QK_K / 2;
 
 // ANCHOR: q6_k_block
 /// Q6_K: 256 weights in 210 bytes (6.5625 bits per weight). Sub-block `s` (16 weights):
-/// `w = (d·scales[s])·(q − 32)`, q ∈ 0..=63, scales[s] an i8. No minimum.
+/// `w = (d·scales[s])·(q − 32)`, q ∈ 0..=63, `scales[s]` an i8. No minimum.
 /// ```text
 ///  byte 0                 128         192              208      210
 ///       [ ql[128]           ][ qh[64]    ][ scales[16]:i8 ][ d:f16 ]

@@ -343,8 +343,8 @@ mod tests {
         let mut l = [0u8; 32];
         let (scale, min) = make_qkx2_quants(15, &x, &w, &mut l, (-1.0, 0.1, 20));
         assert_eq!((scale, min), (0.25, 1.0));
-        for i in 0..32 {
-            assert_eq!(l[i] as usize, i % 16);
+        for (i, &l) in l.iter().enumerate() {
+            assert_eq!(l as usize, i % 16);
         }
     }
 
@@ -355,8 +355,8 @@ mod tests {
         let mut l = [0i8; 16];
         let scale = make_qx_quants(32, &x, &mut l);
         assert_eq!(scale, 1.0);
-        for i in 0..16 {
-            assert_eq!(l[i] as i32 - 32, i as i32 - 32);
+        for (i, &l) in l.iter().enumerate() {
+            assert_eq!(l as i32 - 32, i as i32 - 32);
         }
     }
 

@@ -140,7 +140,7 @@ impl GgmlType {
     /// (or the product overflows).
     pub fn row_bytes(self, n: u64) -> Option<u64> {
         let b = self.block_size() as u64;
-        if n % b != 0 {
+        if !n.is_multiple_of(b) {
             return None;
         }
         (n / b).checked_mul(self.block_bytes() as u64)
