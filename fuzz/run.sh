@@ -10,7 +10,7 @@ cd "$(dirname "$0")"
 secs=${1:-300}; shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(safetensors_header safetensors_index config_json tiktoken tokenizer_json bpe_roundtrip chat_messages id_list)
+  targets=(safetensors_header safetensors_index config_json tiktoken tokenizer_json bpe_roundtrip chat_messages id_list gguf)
 fi
 export RUSTC_BOOTSTRAP=1
 cargo fuzz build -a -s none >/dev/null 2>&1 || cargo fuzz build -a -s none

@@ -214,11 +214,15 @@ pub fn work(model: &Model, prompt_len: usize) -> Work {
     let mut bytes = 0.0f64;
     let mut params = 0.0f64;
     let mut add = |m: &Matrix, count: f64| {
-        bytes += (m.rows * m.cols * dtype_size(m)) as f64 * count;
+        bytes += m.stored_bytes() as f64 * count;
         params += (m.rows * m.cols) as f64 * count;
     };
     // Norm weights are vectors the size of hidden / head_dim, stored like the matrices.
-    let elt = dtype_size(&w.lm_head) as f64;
+    // (A GGUF file keeps them f32 beside block-format matrices.)
+    let elt = match w.lm_head.data {
+        WeightData::Quant { .. } => 4.0,
+        _ => dtype_size(&w.lm_head),
+    };
     let mut norm_bytes = c.hidden_size as f64 * elt; // final norm
     for layer in &w.layers {
         let a = &layer.self_attn;
@@ -245,7 +249,7 @@ pub fn work(model: &Model, prompt_len: usize) -> Work {
     }
     let lm_head_params = (w.lm_head.rows * w.lm_head.cols) as f64;
     let lm_head_bytes = lm_head_params * elt;
-    let embed_row = w.embed_tokens.cols as f64 * dtype_size(&w.embed_tokens) as f64;
+    let embed_row = w.embed_tokens.cols as f64 * dtype_size(&w.embed_tokens);
     // Attention of a prefill: position t (0-based) scores t+1 keys and sums t+1 values,
     // a multiply-add per head_dim entry each, for every query head of every layer.
     let n = prompt_len as f64;
@@ -261,19 +265,12 @@ pub fn work(model: &Model, prompt_len: usize) -> Work {
     }
 }
 
-fn dtype_size(m: &Matrix) -> usize {
-    match m.data {
-        WeightData::F32(_) => 4,
-        WeightData::Bf16(_) | WeightData::F16(_) => 2,
-    }
+fn dtype_size(m: &Matrix) -> f64 {
+    m.stored_bytes() as f64 / (m.rows * m.cols).max(1) as f64
 }
 
 fn dtype_name(m: &Matrix) -> &'static str {
-    match m.data {
-        WeightData::F32(_) => "f32",
-        WeightData::Bf16(_) => "bf16",
-        WeightData::F16(_) => "f16",
-    }
+    m.data.type_name()
 }
 
 /// Peak resident set size of this process (VmHWM in /proc/self/status), if the system has it.

@@ -478,6 +478,7 @@ impl Checkpoint {
                 WeightData::F32(d) => d.to_vec(),
                 WeightData::Bf16(d) => d.iter().map(|x| x.to_f32()).collect(),
                 WeightData::F16(d) => d.iter().map(|x| x.to_f32()).collect(),
+                WeightData::Quant { .. } => unreachable!("safetensors holds no block formats"),
             },
         };
         Ok((v, e.info.shape.clone()))
@@ -568,18 +569,7 @@ fn cast<T: bytemuck::Pod>(bytes: &[u8]) -> Option<&[T]> {
 /// Rows `start .. start + rows` of a matrix, as a matrix (a fused expert tensor's block).
 /// Panics if the block runs past the matrix (callers check shapes first).
 pub fn row_block<'a>(m: &Matrix<'a>, start: usize, rows: usize) -> Matrix<'a> {
-    assert!(start + rows <= m.rows, "row_block: rows out of range");
-    let span = start * m.cols..(start + rows) * m.cols;
-    let data = match m.data {
-        WeightData::F32(d) => WeightData::F32(&d[span]),
-        WeightData::Bf16(d) => WeightData::Bf16(&d[span]),
-        WeightData::F16(d) => WeightData::F16(&d[span]),
-    };
-    Matrix {
-        data,
-        rows,
-        cols: m.cols,
-    }
+    m.row_block(start, rows)
 }
 
 #[cfg(test)]

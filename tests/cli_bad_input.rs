@@ -913,6 +913,119 @@ fn messages_say_what_is_wrong_and_stay_short() {
     );
 }
 
+// ---- GGUF MODEL input (made here from tests/fixtures/gguf_models/qwen2/q8_0.gguf, which
+// scripts/gen_gguf_model_fixtures.py wrote with llama.cpp's quantiser).
+
+const GOOD_GGUF: &str = "tests/fixtures/gguf_models/qwen2/q8_0.gguf";
+
+/// A fresh directory for the GGUF cases of `tag`.
+fn gguf_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("anatomy-bad-gguf-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn good_gguf_bytes() -> Vec<u8> {
+    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join(GOOD_GGUF)).unwrap()
+}
+
+/// The good file rewritten by the crate's own GGUF writer without tensor `drop_tensor`
+/// and metadata key `drop_key` (either may be "").
+fn gguf_without(path: &Path, drop_tensor: &str, drop_key: &str) {
+    use llm_anatomy::gguf::{Gguf, GgufWriter};
+    let g = Gguf::open(&Path::new(env!("CARGO_MANIFEST_DIR")).join(GOOD_GGUF)).unwrap();
+    let metadata = g
+        .metadata()
+        .iter()
+        .filter(|(k, _)| k != drop_key)
+        .cloned()
+        .collect();
+    let kept: Vec<_> = g
+        .tensors()
+        .iter()
+        .filter(|t| t.name != drop_tensor)
+        .collect();
+    let infos = kept
+        .iter()
+        .map(|t| (t.name.clone(), t.dims.clone(), t.ty))
+        .collect();
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = GgufWriter::new(file, metadata, infos, g.alignment()).unwrap();
+    for t in &kept {
+        w.write_tensor(&t.name, g.data(t)).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+#[test]
+fn bad_gguf_models_are_refused_naming_the_file_and_tensor_or_key() {
+    let dir = gguf_dir("cases");
+    let good = good_gguf_bytes();
+    let run = |path: &Path, needles: &[&str]| {
+        let out = dir.join("out.safetensors");
+        refused(
+            &["logits", s(path), "--ids", IDS, "--out", s(&out)],
+            needles,
+        );
+    };
+    // Truncated: the header is whole, a tensor's bytes are not.
+    let truncated = dir.join("truncated.gguf");
+    std::fs::write(&truncated, &good[..good.len() * 2 / 3]).unwrap();
+    run(&truncated, &["truncated.gguf", "tensor `", "truncated"]);
+    std::fs::write(&truncated, &good[..20]).unwrap();
+    run(&truncated, &["truncated.gguf"]);
+    // Wrong magic.
+    let magic = dir.join("magic.gguf");
+    let mut bytes = good.clone();
+    bytes[..4].copy_from_slice(b"GGML");
+    std::fs::write(&magic, &bytes).unwrap();
+    run(&magic, &["magic.gguf", "GGUF"]);
+    // A tensor missing: named by its GGUF name and the Hugging Face role.
+    let missing = dir.join("missing.gguf");
+    gguf_without(&missing, "blk.1.attn_q.weight", "");
+    run(
+        &missing,
+        &[
+            "missing.gguf",
+            "blk.1.attn_q.weight",
+            "model.layers.1.self_attn.q_proj.weight",
+            "missing",
+        ],
+    );
+    // A metadata key missing.
+    let no_key = dir.join("no_key.gguf");
+    gguf_without(&no_key, "", "qwen2.block_count");
+    run(&no_key, &["no_key.gguf", "qwen2.block_count", "missing"]);
+    // A directory named x.gguf, and a FIFO (refused by kind, never opened for reading).
+    let folder = dir.join("x.gguf");
+    std::fs::create_dir_all(&folder).unwrap();
+    run(&folder, &["x.gguf", "directory"]);
+    let fifo = dir.join("pipe.gguf");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    run(&fifo, &["pipe.gguf", "FIFO"]);
+    // The other model commands take the same path through qwen3::open.
+    refused(
+        &["router-stats", s(&missing), "--ids", IDS],
+        &["blk.1.attn_q.weight"],
+    );
+    refused(
+        &["generate", s(&magic), "--ids", IDS, "--max-new-tokens", "1"],
+        &["magic.gguf"],
+    );
+    // A GGUF without a vocabulary cannot tokenise text: the key is named.
+    refused(
+        &["glitch", "--model", GOOD_GGUF],
+        &["q8_0.gguf", "tokenizer.ggml.model"],
+    );
+}
+
 #[test]
 fn params_quant_refuses_unknown_schemes_and_a_config_without_a_context() {
     let dir = copy_good("quant");

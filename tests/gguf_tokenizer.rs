@@ -232,6 +232,39 @@ fn error(m: &[(String, MetaValue)]) -> String {
     }
 }
 
+/// A file whose embedding has another number of rows than the vocabulary has tokens.
+#[test]
+fn embedding_rows_must_match_the_tokens() {
+    use llm_anatomy::quant::GgmlType;
+    let write = |rows: u64| {
+        let path = std::env::temp_dir().join(format!(
+            "gguf_vocab_rows_{rows}_{}.gguf",
+            std::process::id()
+        ));
+        let tensors = vec![(
+            "token_embd.weight".to_string(),
+            vec![4, rows],
+            GgmlType::F32,
+        )];
+        let mut w =
+            GgufWriter::new(std::fs::File::create(&path).unwrap(), small(), tensors, 32).unwrap();
+        w.write_tensor("token_embd.weight", &vec![0u8; 16 * rows as usize])
+            .unwrap();
+        w.finish().unwrap();
+        path
+    };
+    let good = write(260);
+    assert_eq!(gguf_vocab::open(&good).unwrap().n_tokens, 260);
+    let bad = write(250);
+    let e = gguf_vocab::open(&bad).err().unwrap().to_string();
+    assert!(
+        e.contains("token_embd.weight") && e.contains("250 rows"),
+        "{e}"
+    );
+    std::fs::remove_file(good).unwrap();
+    std::fs::remove_file(bad).unwrap();
+}
+
 #[test]
 fn small_vocabulary_works() {
     let v = tokenizer_from_metadata(Path::new("ok.gguf"), &small()).unwrap();

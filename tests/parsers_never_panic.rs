@@ -6,6 +6,7 @@
 use llm_anatomy::chat::ChatOptions;
 use llm_anatomy::chat::template::parse_conversation;
 use llm_anatomy::checkpoint::{parse_header, parse_index};
+use llm_anatomy::gguf;
 use llm_anatomy::long_context::scaling::RopeConfig;
 use llm_anatomy::params::{ModelConfig, count};
 use llm_anatomy::qwen3::Qwen3Config;
@@ -162,6 +163,47 @@ fn check_configs(v: &Value) {
 
 /// The Qwen vocabulary without its NFC step, so that decoding gives back the very text
 /// (with NFC on it gives back the text's NFC form: tests/tokenizer.rs checks that).
+/// The GGUF files gguf-py wrote for tests/gguf.rs.
+fn gguf_fixtures() -> &'static [Vec<u8>] {
+    static FILES: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    FILES.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf_reader");
+        ["values", "quant", "empty"]
+            .iter()
+            .map(|n| std::fs::read(dir.join(format!("{n}.gguf"))).unwrap())
+            .collect()
+    })
+}
+
+/// A GGUF fixture with a few bytes overwritten, some with little-endian integers that are
+/// typical lies (0, 1, 2^k, 2^k ± 1, all ones), so counts, lengths, dims, types and
+/// offsets are hit, not only bytes.
+fn mutated_gguf() -> impl Strategy<Value = Vec<u8>> {
+    let edit = (any::<usize>(), 0u32..64, any::<u8>(), 0usize..4);
+    (0usize..3, prop::collection::vec(edit, 1..6), any::<usize>()).prop_map(|(f, edits, cut)| {
+        let mut b = gguf_fixtures()[f].clone();
+        for (at, k, byte, kind) in edits {
+            let at = at % b.len();
+            let v: u64 = match kind {
+                0 => 1u64 << k,
+                1 => (1u64 << k).wrapping_sub(1),
+                2 => u64::MAX,
+                _ => u64::from(byte),
+            };
+            let width = if kind == 3 { 1 } else { [4, 8][k as usize % 2] };
+            for (i, x) in v.to_le_bytes().iter().take(width).enumerate() {
+                if let Some(slot) = b.get_mut(at + i) {
+                    *slot = *x;
+                }
+            }
+        }
+        if cut % 4 == 0 {
+            b.truncate(cut % (b.len() + 1));
+        }
+        b
+    })
+}
+
 fn qwen() -> &'static Tokenizer {
     static TOK: OnceLock<Tokenizer> = OnceLock::new();
     TOK.get_or_init(|| {
@@ -177,6 +219,7 @@ proptest! {
     #[test]
     fn readers_never_panic_on_bytes(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
         let _ = parse_header(Path::new("x.safetensors"), &bytes);
+        let _ = gguf::parse(Path::new("x.gguf"), &bytes);
         let _ = parse_index(&bytes, Path::new("d/model.safetensors.index.json"));
         let _ = Tokenizer::from_bytes(&bytes, false, "x.tiktoken");
         let _ = Tokenizer::from_bytes(&bytes, true, "tokenizer.json");
@@ -195,6 +238,26 @@ proptest! {
         file.extend(&data);
         let _ = parse_header(Path::new("x.safetensors"), &file);
         let _ = parse_index(h.as_bytes(), Path::new("d/i.json"));
+    }
+
+    #[test]
+    fn gguf_headers_never_panic(body in prop::collection::vec(any::<u8>(), 0..256), version in 2u32..4, counts in (0u64..4, 0u64..4)) {
+        let mut file = b"GGUF".to_vec();
+        file.extend(version.to_le_bytes());
+        file.extend(counts.0.to_le_bytes());
+        file.extend(counts.1.to_le_bytes());
+        file.extend(&body);
+        let _ = gguf::parse(Path::new("x.gguf"), &file);
+    }
+
+    #[test]
+    fn mutated_gguf_files_never_panic(file in mutated_gguf()) {
+        if let Ok(p) = gguf::parse(Path::new("m.gguf"), &file) {
+            for t in &p.tensors {
+                prop_assert!(p.data_offset + t.offset + t.size <= file.len() as u64);
+                prop_assert!(t.offset % p.alignment == 0);
+            }
+        }
     }
 
     #[test]

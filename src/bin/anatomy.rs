@@ -78,9 +78,12 @@ enum Command {
     /// Glitch-token screens: the literal scan and the text's id table over the vocabulary;
     /// with --model, embedding-norm screening and the unembedding indicator.
     Glitch {
+        /// Tiktoken file, tokenizer.json or .gguf; optional when --model is a GGUF file
+        /// (its own tokenizer is used).
         #[arg(long)]
-        vocab: PathBuf,
-        /// A safetensors checkpoint directory (model.embed_tokens.weight, lm_head.weight).
+        vocab: Option<PathBuf>,
+        /// A safetensors checkpoint directory (model.embed_tokens.weight, lm_head.weight)
+        /// or a .gguf file (token_embd.weight, output.weight).
         #[arg(long)]
         model: Option<PathBuf>,
         /// How many smallest-norm rows to keep (the text uses 10000).
@@ -123,21 +126,26 @@ enum Command {
     /// Logits of every position of a token-id prompt, written as safetensors
     /// (tensor "logits", F32, [seq, vocab]).
     Logits {
-        /// config.json + safetensors (single file or sharded with an index).
+        /// config.json + safetensors (single file or sharded with an index), or a .gguf file.
         model_dir: PathBuf,
         /// Comma-separated token ids, e.g. 1,2,3.
         #[arg(long)]
         ids: String,
         #[arg(long)]
         out: PathBuf,
+        /// Every weight dequantised to f32 and the clear (reference) kernels.
+        #[arg(long)]
+        reference: bool,
     },
     /// Continue a prompt: greedy, or sampled with --temperature / --top-p / --seed.
     Generate {
+        /// config.json + safetensors, or a .gguf file.
         model_dir: PathBuf,
         /// Comma-separated token ids.
         #[arg(long, conflicts_with = "prompt", required_unless_present = "prompt")]
         ids: Option<String>,
-        /// Text, tokenised with MODEL_DIR/tokenizer.json or else data/qwen.tiktoken.
+        /// Text, tokenised with a GGUF file's own tokenizer, MODEL_DIR/tokenizer.json or
+        /// else data/qwen.tiktoken.
         #[arg(long)]
         prompt: Option<String>,
         /// Wrap the prompt in the Qwen3 chat template.
@@ -159,6 +167,9 @@ enum Command {
         /// {"ids": [new token ids], "text": str?} on stdout.
         #[arg(long)]
         json: bool,
+        /// Every weight dequantised to f32 and the clear (reference) kernels.
+        #[arg(long)]
+        reference: bool,
     },
     /// Render a conversation with the Qwen3 chat template, exactly as jinja2 does.
     ChatTemplate {
@@ -175,6 +186,7 @@ enum Command {
     },
     /// Per MoE layer, per position: the experts the router selected and their weights.
     RouterStats {
+        /// config.json + safetensors, or a .gguf file.
         model_dir: PathBuf,
         #[arg(long)]
         ids: String,
@@ -184,10 +196,10 @@ enum Command {
     /// S1 exercise 2, lost in the middle: accuracy with the key sentence at the start,
     /// middle and end of a long document, answered greedily by the model.
     LostInMiddle {
-        /// config.json + safetensors (single file or sharded with an index).
+        /// config.json + safetensors (single file or sharded with an index), or a .gguf file.
         model: PathBuf,
-        /// Tokenizer (tiktoken file or tokenizer.json); default MODEL/tokenizer.json, else
-        /// data/qwen.tiktoken.
+        /// Tokenizer (tiktoken file, tokenizer.json or .gguf); default a GGUF MODEL's own,
+        /// MODEL/tokenizer.json, else data/qwen.tiktoken.
         #[arg(long)]
         vocab: Option<PathBuf>,
         /// Filler words per document (default: about 10,000 tokens, or as many as the
@@ -209,6 +221,7 @@ enum Command {
     /// Memory bandwidth and FMA peak of this machine, then prefill and decode rates on a
     /// checkpoint and the fraction of each ceiling they reach.
     Bench {
+        /// config.json + safetensors, or a .gguf file.
         model_dir: PathBuf,
         #[arg(long, default_value_t = 128)]
         prompt_len: usize,
@@ -223,6 +236,21 @@ enum Command {
         reps: usize,
         #[arg(long)]
         json: bool,
+    },
+    /// Stream a Hugging Face checkpoint into a GGUF file llama.cpp loads, quantised with
+    /// llama.cpp's per-tensor type mix for the file type.
+    Quantize {
+        /// config.json + safetensors (single file or sharded with an index).
+        model_dir: PathBuf,
+        /// f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k.
+        #[arg(long = "type")]
+        ftype: String,
+        #[arg(long)]
+        out: PathBuf,
+        /// Tokenizer to include (tiktoken file or tokenizer.json); default
+        /// MODEL_DIR/tokenizer.json if present, else none (llama.cpp's "none" vocabulary).
+        #[arg(long)]
+        vocab: Option<PathBuf>,
     },
 }
 
@@ -369,14 +397,14 @@ fn run(command: Command) -> anyhow::Result<()> {
             repeat,
             json,
         } => {
-            let tok = tokenizer::Tokenizer::from_file(&vocab)?;
+            let tok = qwen3::vocab_or_model_tokenizer(vocab.as_deref(), model.as_deref())?;
             let unused = unused
                 .as_deref()
                 .map(tokenizer::parse_id_ranges)
                 .transpose()?;
-            let mut report = tokenizer::glitch::report(&tok, model.as_deref(), top_k, unused)?;
+            let mut report = qwen3::glitch_report(&tok, model.as_deref(), top_k, unused)?;
             if let Some(dir) = model.as_deref().filter(|_| repeat > 0) {
-                let tested = with_model(dir, |m| {
+                let tested = with_model(dir, false, |m| {
                     Ok(qwen3::generate::glitch_repetition_test(
                         m, &tok, &report, repeat,
                     )?)
@@ -394,9 +422,10 @@ fn run(command: Command) -> anyhow::Result<()> {
             model_dir,
             ids,
             out,
+            reference,
         } => {
             let ids = tokenizer::parse_id_ranges(&ids)?;
-            with_model(&model_dir, |model| {
+            with_model(&model_dir, reference, |model| {
                 let output = model.logits(&ids)?;
                 qwen3::save_logits(&out, &output, model.config.vocab_size)?;
                 eprintln!(
@@ -419,6 +448,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             seed,
             thinking_budget,
             json,
+            reference,
         } => {
             let prompt = match (&ids, &prompt) {
                 (Some(ids), _) => qwen3::generate::Prompt::Ids(ids),
@@ -432,7 +462,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 thinking_budget,
             };
             let prepared = request.prepare(&model_dir)?;
-            let out = with_model(&model_dir, |model| Ok(prepared.run(model)?))?;
+            let out = with_model(&model_dir, reference, |model| Ok(prepared.run(model)?))?;
             if json {
                 println!("{}", serde_json::to_string(&out)?);
             } else {
@@ -460,7 +490,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             json,
         } => {
             let ids = tokenizer::parse_id_ranges(&ids)?;
-            with_model(&model_dir, |model| {
+            with_model(&model_dir, false, |model| {
                 let output = model.logits(&ids)?;
                 let report = qwen3::router_report(&model.config, &ids, &output);
                 if json {
@@ -533,7 +563,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} {elapsed}")
                     .expect("static template"),
             );
-            let report = with_model(&model, |m| {
+            let report = with_model(&model, false, |m| {
                 Ok(qwen3::lost_in_middle::run(
                     m,
                     &tok,
@@ -574,24 +604,66 @@ fn run(command: Command) -> anyhow::Result<()> {
                 print!("{}", llm_anatomy::bench::text_report(&report));
             }
         }
+        Command::Quantize {
+            model_dir,
+            ftype,
+            out,
+            vocab,
+        } => {
+            use llm_anatomy::quant::mix::{ALL_FILE_TYPES, FileType};
+            let ftype = FileType::from_name(&ftype).ok_or_else(|| {
+                let names: Vec<&str> = ALL_FILE_TYPES.iter().map(|t| t.name()).collect();
+                llm_anatomy::Error::Invalid(format!(
+                    "--type {ftype:?}: not a file type; one of {}",
+                    names.join(", ")
+                ))
+            })?;
+            let bar = indicatif::ProgressBar::new(0);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{bar:30} {percent:>3}% {elapsed} {msg}")
+                    .expect("static template"),
+            );
+            let summary = qwen3::to_gguf::quantize_checkpoint(
+                &model_dir,
+                &out,
+                ftype,
+                vocab.as_deref(),
+                &mut |done, total, tensor| {
+                    bar.set_length(total);
+                    bar.set_position(done);
+                    bar.set_message(tensor.to_string());
+                },
+            )?;
+            bar.finish_and_clear();
+            print!("{}", qwen3::to_gguf::text_summary(&summary, &out));
+        }
     }
     Ok(())
 }
 
-/// Opens MODEL_DIR (config.json + safetensors), views its weights with a progress bar on a
-/// terminal, and runs `f` on the model.
+/// Opens MODEL (config.json + safetensors, or a .gguf file), views its weights with a
+/// progress bar on a terminal, and runs `f` on the model; with `reference`, on every weight
+/// widened to f32 and with the clear kernels.
 fn with_model<T>(
     dir: &std::path::Path,
+    reference: bool,
     f: impl FnOnce(&qwen3::Model) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
-    let (config, ckpt) = qwen3::open(dir)?;
+    let (config, file) = qwen3::open(dir)?;
     let bar = indicatif::ProgressBar::new(config.num_hidden_layers as u64).with_message("layers");
     bar.set_style(
         indicatif::ProgressStyle::with_template("loading {msg} {bar:30} {pos}/{len}")
             .expect("static template"),
     );
-    let model =
-        qwen3::Model::new_with_progress(config, &ckpt, |done, _| bar.set_position(done as u64))?;
+    let progress = |done: usize, _| bar.set_position(done as u64);
+    let store = match reference {
+        true => Some(qwen3::F32Tensors::of((&file).into())?),
+        false => None,
+    };
+    let model = match &store {
+        Some(s) => qwen3::Model::new_with_progress(config, s, progress)?.with_reference_kernels(),
+        None => qwen3::Model::new_with_progress(config, &file, progress)?,
+    };
     bar.finish_and_clear();
     f(&model)
 }

@@ -457,11 +457,17 @@ fn read_tensor_info(r: &mut Reader, i: u64) -> Result<GgufTensor> {
         }
         dims.push(d);
     }
-    let elements = dims
+    // The product of the non-zero dimensions too, so no product of some of them (rows,
+    // a matrix of a stacked tensor) wraps even when another dimension is 0.
+    let nonzero = dims
         .iter()
-        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-        .filter(|&n| n <= i64::MAX as u64)
-        .ok_or_else(|| bad(format!("dimensions {dims:?}: more than 2^63 - 1 elements")))?;
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d.max(1)));
+    if nonzero.is_none_or(|n| n > i64::MAX as u64) {
+        return Err(bad(format!(
+            "dimensions {dims:?}: more than 2^63 - 1 elements"
+        )));
+    }
+    let elements: u64 = dims.iter().product();
     let type_id = r.u32(&what("type"))?;
     let offset = r.u64(&what("offset"))?;
     let Some(ty) = GgmlType::from_id(type_id) else {
@@ -477,7 +483,7 @@ fn read_tensor_info(r: &mut Reader, i: u64) -> Result<GgufTensor> {
         ));
     };
     let ne0 = dims.first().copied().unwrap_or(1);
-    let rows = if ne0 == 0 { 0 } else { elements / ne0 };
+    let rows = elements.checked_div(ne0).unwrap_or(0);
     let row = ty.row_bytes(ne0).ok_or_else(|| {
         bad(format!(
             "{ne0} elements per row, not a whole number of {} blocks of {}",
@@ -505,7 +511,7 @@ fn check_layout(file: &Path, tensors: &[GgufTensor], alignment: u64, data_len: u
     let mut previous: Option<&str> = None;
     for t in tensors {
         let bad = |problem| tensor_error(file, &t.name, problem);
-        if t.offset % alignment != 0 {
+        if !t.offset.is_multiple_of(alignment) {
             return Err(bad(CheckpointProblem::Malformed(format!(
                 "offset {} is not a multiple of the alignment {alignment}",
                 t.offset

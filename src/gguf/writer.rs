@@ -35,8 +35,15 @@ fn write_error(source: std::io::Error) -> Error {
     }
 }
 
-fn zeros(n: u64) -> Vec<u8> {
-    vec![0u8; n as usize]
+/// Writes `n` zero bytes (padding: less than the alignment, which may be up to 2^31).
+fn write_zeros(out: &mut impl Write, mut n: u64) -> Result<()> {
+    const ZEROS: [u8; 4096] = [0; 4096];
+    while n > 0 {
+        let k = n.min(ZEROS.len() as u64);
+        out.write_all(&ZEROS[..k as usize]).map_err(write_error)?;
+        n -= k;
+    }
+    Ok(())
 }
 
 impl<W: Write> GgufWriter<W> {
@@ -98,11 +105,12 @@ impl<W: Write> GgufWriter<W> {
                 )));
             }
             let ne0 = dims.first().copied().unwrap_or(1);
-            let elements = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
-            let size = elements
+            let nonzero = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d.max(1)));
+            let size = nonzero
                 .filter(|&n| n <= i64::MAX as u64)
+                .map(|_| dims.iter().product::<u64>())
                 .and_then(|n| {
-                    let rows = if ne0 == 0 { 0 } else { n / ne0 };
+                    let rows = n.checked_div(ne0).unwrap_or(0);
                     ty.row_bytes(ne0)?.checked_mul(rows)
                 })
                 .ok_or_else(|| {
@@ -125,8 +133,8 @@ impl<W: Write> GgufWriter<W> {
             sizes.push((name.clone(), size));
         }
         let pad = (header.len() as u64).next_multiple_of(alignment) - header.len() as u64;
-        header.extend_from_slice(&zeros(pad));
         out.write_all(&header).map_err(write_error)?;
+        write_zeros(&mut out, pad)?;
         Ok(GgufWriter {
             out,
             tensors: sizes,
@@ -161,7 +169,7 @@ impl<W: Write> GgufWriter<W> {
         }
         let pad = size.next_multiple_of(self.alignment) - size;
         self.out.write_all(bytes).map_err(write_error)?;
-        self.out.write_all(&zeros(pad)).map_err(write_error)?;
+        write_zeros(&mut self.out, pad)?;
         self.written += 1;
         Ok(())
     }

@@ -253,6 +253,7 @@ unsafe fn tiles_portable(w: &Matrix, r: std::ops::Range<usize>, xs: &[f32], n: u
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::{ALL_TYPES, GgmlType, QK_K};
 
     fn bound(w: &[f32], x: &[f32]) -> f32 {
         let abs: f32 = w.iter().zip(x).map(|(a, b)| (a * b).abs()).sum();
@@ -308,5 +309,91 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A block-format matrix (every ggml type): quantised by `quant::quantize`, with its
+    /// dequantised f32 copy, the reference the Quant paths are pinned to.
+    fn quantised(ty: GgmlType, rows: usize, cols: usize) -> (Vec<u8>, Vec<f32>) {
+        let w: Vec<f32> = (0..rows * cols)
+            .map(|i| (((i * 7919) % 211) as f32 - 105.0) / 97.0 * (1.0 + (i % 13) as f32))
+            .collect();
+        let mut bytes = Vec::new();
+        crate::quant::quantize(ty, &w, &mut bytes);
+        let mut f = vec![0.0f32; rows * cols];
+        crate::quant::dequantize(ty, &bytes, &mut f);
+        (bytes, f)
+    }
+
+    #[test]
+    fn quant_paths_equal_the_dequantised_reference() {
+        for ty in ALL_TYPES {
+            let bs = ty.block_size();
+            let shapes: &[(usize, usize)] = if bs == QK_K {
+                &[(37, 256), (33, 768)]
+            } else {
+                &[(37, 96), (70, 288), (9, 256)]
+            };
+            for &(rows, cols) in shapes {
+                let (bytes, f) = quantised(ty, rows, cols);
+                let q = Matrix::quant(ty, &bytes, rows, cols);
+                let reference = Matrix::f32(&f, rows, cols);
+                // Spans: whole rows, inside one block, across block edges, the row's end.
+                let mut out = vec![0.0f32; cols];
+                for (r, c0, len) in [
+                    (0, 0, cols),
+                    (rows - 1, 3, 5),
+                    (1, bs - 1, 2),
+                    (2, cols - 7, 7),
+                ] {
+                    let len = len.min(cols - c0);
+                    q.row_slice_into(r, c0, &mut out[..len]);
+                    assert_eq!(
+                        &out[..len],
+                        &f[r * cols + c0..][..len],
+                        "{ty:?} row {r} {c0}+{len}"
+                    );
+                }
+                let block = q.row_block(3, 4);
+                block.row_into(2, &mut out);
+                assert_eq!(out, f[5 * cols..6 * cols], "{ty:?} row_block");
+                for n in [1, 5, 45] {
+                    let xs: Vec<f32> = (0..n * cols)
+                        .map(|i| ((i * 53 % 97) as f32 - 48.0) / 32.0)
+                        .collect();
+                    for avx512 in [false, true] {
+                        let mut fast = vec![0.0f32; n * rows];
+                        q.matmul_with(&xs, &mut fast, avx512);
+                        for t in 0..n {
+                            let x = &xs[t * cols..(t + 1) * cols];
+                            let (mut clear, mut exact) = (vec![0.0; rows], vec![0.0; rows]);
+                            q.matvec(x, &mut clear);
+                            reference.matvec(x, &mut exact);
+                            for r in 0..rows {
+                                let b = bound(&f[r * cols..(r + 1) * cols], x);
+                                let (a, c, e) = (fast[t * rows + r], clear[r], exact[r]);
+                                assert!(
+                                    (a - e).abs() <= b,
+                                    "{ty:?} {rows}x{cols} fast [{t},{r}]: {a} vs {e}"
+                                );
+                                assert!(
+                                    (c - e).abs() <= b,
+                                    "{ty:?} {rows}x{cols} clear [{t},{r}]: {c} vs {e}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_non_finite_block_scale_is_found() {
+        let (mut bytes, _) = quantised(GgmlType::Q8_0, 4, 64);
+        // Row 2's second block (34 bytes a block, 2 blocks a row): its f16 scale is NaN.
+        let at = 2 * 68 + 34;
+        bytes[at..at + 2].copy_from_slice(&half::f16::NAN.to_bits().to_le_bytes());
+        let q = Matrix::quant(GgmlType::Q8_0, &bytes, 4, 64);
+        assert_eq!(q.find_non_finite(), Some((2, 32)));
     }
 }

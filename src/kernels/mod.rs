@@ -10,7 +10,11 @@
 //!   only. Elsewhere a stub of the same name declines every fast path, so the portable
 //!   code runs and no other file needs a `cfg`.
 //!
-//! The block formats' kernels (Q8_0, Q4_K, ...) will get a file of their own beside these.
+//! Weights in llama.cpp's block formats (Q8_0, Q4_K, ...; chapter 11) are a fourth
+//! [`WeightData`] variant: the kernels read them block by block through
+//! [`Matrix::row_slice_into`], which dequantises only the blocks a span covers, so a GGUF
+//! model runs from its mapped file with no dequantised copy. (A faster int8 path, dotting
+//! quantised activations with the blocks as llama.cpp does, is for a later issue.)
 //!
 //! Every fast kernel is pinned equal to its reference by a test in the file that calls it.
 
@@ -24,6 +28,8 @@ pub use attention::{attend, attend_reference};
 pub use matmul::{Group, matmul_grouped};
 pub use x86::use_avx512;
 
+use crate::quant::{GgmlType, QK_K};
+
 /// The element type of a weight matrix as stored (weights stay in their checkpoint dtype
 /// and are widened to f32 inside the kernels).
 #[derive(Clone, Copy, Debug)]
@@ -31,6 +37,24 @@ pub enum WeightData<'a> {
     F32(&'a [f32]),
     Bf16(&'a [half::bf16]),
     F16(&'a [half::f16]),
+    /// A block format of ggml: row `r` is the bytes `bytes[r · row_bytes ..][..row_bytes]`,
+    /// `row_bytes = ty.row_bytes(cols)` (rows are a whole number of blocks).
+    Quant {
+        ty: GgmlType,
+        bytes: &'a [u8],
+    },
+}
+
+impl WeightData<'_> {
+    /// The stored type's name: `"f32"`, `"bf16"`, `"f16"` or ggml's (`"q4_K"`, ...).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            WeightData::F32(_) => "f32",
+            WeightData::Bf16(_) => "bf16",
+            WeightData::F16(_) => "f16",
+            WeightData::Quant { ty, .. } => ty.name(),
+        }
+    }
 }
 
 /// A borrowed row-major `[rows, cols]` weight matrix (an nn.Linear's `[out, in]`).
@@ -154,13 +178,69 @@ impl<'a> Matrix<'a> {
         }
     }
 
+    /// A matrix in a block format, `bytes` holding `rows` rows of `ty.row_bytes(cols)`
+    /// bytes. Panics if `cols` is not a whole number of blocks or the length is not that
+    /// (a programming error: loaders check both before building matrices).
+    pub fn quant(ty: GgmlType, bytes: &'a [u8], rows: usize, cols: usize) -> Self {
+        let row_bytes = ty
+            .row_bytes(cols as u64)
+            .expect("Matrix::quant: partial block");
+        assert_eq!(
+            Some(bytes.len() as u64),
+            row_bytes.checked_mul(rows as u64),
+            "Matrix::quant: shape"
+        );
+        Matrix {
+            data: WeightData::Quant { ty, bytes },
+            rows,
+            cols,
+        }
+    }
+
+    /// Rows `start .. start + rows`, as a matrix (a fused or stacked expert tensor's
+    /// block; no copy). Panics if the block runs past the matrix (callers check shapes).
+    pub fn row_block(&self, start: usize, rows: usize) -> Matrix<'a> {
+        assert!(start + rows <= self.rows, "row_block: rows out of range");
+        let span = start * self.cols..(start + rows) * self.cols;
+        let data = match self.data {
+            WeightData::F32(d) => WeightData::F32(&d[span]),
+            WeightData::Bf16(d) => WeightData::Bf16(&d[span]),
+            WeightData::F16(d) => WeightData::F16(&d[span]),
+            WeightData::Quant { ty, bytes } => {
+                let row_bytes = bytes.len() / self.rows.max(1);
+                WeightData::Quant {
+                    ty,
+                    bytes: &bytes[start * row_bytes..(start + rows) * row_bytes],
+                }
+            }
+        };
+        Matrix {
+            data,
+            rows,
+            cols: self.cols,
+        }
+    }
+
+    /// The bytes the weights take as stored (scales included for block formats).
+    pub fn stored_bytes(&self) -> usize {
+        match self.data {
+            WeightData::F32(d) => 4 * d.len(),
+            WeightData::Bf16(d) => 2 * d.len(),
+            WeightData::F16(d) => 2 * d.len(),
+            WeightData::Quant { bytes, .. } => bytes.len(),
+        }
+    }
+
     /// Columns `c0 .. c0 + out.len()` of row `r`, widened to f32. (Inlined, so inside the
-    /// AVX-512 kernels the widening loop is vectorised with their instructions.)
+    /// AVX-512 kernels the widening loop is vectorised with their instructions.) A block
+    /// format dequantises the blocks that cover the span, at most [`QK_K`] weights at a
+    /// time through a stack buffer, so nothing is allocated.
     #[inline]
     pub fn row_slice_into(&self, r: usize, c0: usize, out: &mut [f32]) {
         let span = r * self.cols + c0..r * self.cols + c0 + out.len();
         assert!(c0 + out.len() <= self.cols, "row_slice_into: past the row");
         match self.data {
+            WeightData::Quant { ty, bytes } => quant_row_slice(ty, bytes, self.cols, r, c0, out),
             WeightData::F32(d) => out.copy_from_slice(&d[span]),
             WeightData::Bf16(d) => {
                 for (o, v) in out.iter_mut().zip(&d[span]) {
@@ -192,13 +272,26 @@ impl<'a> Matrix<'a> {
     }
 
     /// `out = W·x` (`x` has `cols` entries, `out` has `rows`). The clear reference
-    /// version: f32 weights go straight to [`dot`]; bf16/f16 rows are widened first.
-    /// [`Matrix::matmul`] is the fast, batched form.
+    /// version: f32 weights go straight to [`dot`]; bf16/f16 rows are widened first; a
+    /// block format is dequantised a chunk of blocks at a time, each chunk dotted with
+    /// its part of `x`. [`Matrix::matmul`] is the fast, batched form.
     pub fn matvec(&self, x: &[f32], out: &mut [f32]) {
         assert_eq!(x.len(), self.cols, "matvec: input length");
         assert_eq!(out.len(), self.rows, "matvec: output length");
         match self.data {
             WeightData::F32(d) => matvec(d, x, out),
+            WeightData::Quant { ty, .. } => {
+                let chunk = quant_chunk(ty);
+                let mut buf = [0.0f32; QK_K];
+                for (r, o) in out.iter_mut().enumerate() {
+                    *o = 0.0;
+                    for (c0, xc) in (0..self.cols).step_by(chunk).zip(x.chunks(chunk)) {
+                        let w = &mut buf[..xc.len()];
+                        self.row_slice_into(r, c0, w);
+                        *o += dot(w, xc);
+                    }
+                }
+            }
             _ => {
                 let mut row = vec![0.0f32; self.cols];
                 for (r, o) in out.iter_mut().enumerate() {
@@ -207,6 +300,38 @@ impl<'a> Matrix<'a> {
                 }
             }
         }
+    }
+}
+
+/// Weights per dequantisation step of a block format: as many whole blocks as fill
+/// [`QK_K`] (one K block, eight 32-weight blocks, or 256 floats).
+fn quant_chunk(ty: GgmlType) -> usize {
+    let bs = ty.block_size();
+    (QK_K / bs).max(1) * bs
+}
+
+/// [`Matrix::row_slice_into`] for a block format: dequantises the blocks of row `r` that
+/// cover columns `c0 .. c0 + out.len()` (a chunk of blocks at a time into a stack buffer)
+/// and copies the span out of them.
+fn quant_row_slice(ty: GgmlType, bytes: &[u8], cols: usize, r: usize, c0: usize, out: &mut [f32]) {
+    let (bs, block_bytes) = (ty.block_size(), ty.block_bytes());
+    let row = &bytes[r * (cols / bs * block_bytes)..][..cols / bs * block_bytes];
+    let chunk = quant_chunk(ty);
+    let mut buf = [0.0f32; QK_K];
+    let end = c0 + out.len();
+    // Whole chunks from the block holding c0; the last chunk may be short.
+    let mut start = c0 / bs * bs;
+    while start < end {
+        let stop = (start + chunk).min(end.div_ceil(bs) * bs);
+        let n = stop - start;
+        crate::quant::dequantize(
+            ty,
+            &row[start / bs * block_bytes..stop / bs * block_bytes],
+            &mut buf[..n],
+        );
+        let (lo, hi) = (c0.max(start), end.min(stop));
+        out[lo - c0..hi - c0].copy_from_slice(&buf[lo - start..hi - start]);
+        start = stop;
     }
 }
 

@@ -67,8 +67,23 @@ pub(super) unsafe fn tiles(
             WeightData::F32(d) => tiles_typed(&d[span], w.cols, xs, n, out, avx512),
             WeightData::Bf16(d) => tiles_typed(&d[span], w.cols, xs, n, out, avx512),
             WeightData::F16(d) => tiles_typed(&d[span], w.cols, xs, n, out, avx512),
+            // A block format: the block's rows are dequantised once into this thread's
+            // buffer (ROW_BLOCK rows), then the f32 tiles run on them.
+            WeightData::Quant { .. } => QUANT_ROWS.with_borrow_mut(|rows| {
+                rows.clear();
+                rows.resize(span.len(), 0.0);
+                for (i, row) in rows.chunks_exact_mut(w.cols).enumerate() {
+                    w.row_into(r.start + i, row);
+                }
+                tiles_typed(&rows[..], w.cols, xs, n, out, avx512)
+            }),
         }
     }
+}
+
+thread_local! {
+    /// A row block of a block-format matrix dequantised for [`tiles`], one per thread.
+    static QUANT_ROWS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// [`attend_avx512`] when the CPU has AVX-512 (and `ANATOMY_NO_AVX512` is unset) and `d`

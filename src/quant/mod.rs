@@ -24,7 +24,6 @@ pub mod floats;
 pub mod k_blocks;
 pub mod k_quantize;
 pub mod legacy;
-/// Which type each tensor of a file gets (llama.cpp's quantisation mix).
 pub mod mix;
 
 /// A tensor element type of ggml, with its on-disk id (the `ggml_type` enum of ggml.h).

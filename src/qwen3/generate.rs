@@ -283,10 +283,15 @@ pub fn generate_until_eos(
     }
 }
 
-/// The tokenizer for a model directory: its own `tokenizer.json` if it has one, else
-/// Qwen's vocabulary (`data/qwen.tiktoken`). A `tokenizer.json` that is there but is not a
-/// readable regular file (a FIFO, a dangling link) is an error, not a silent fallback.
+/// The tokenizer for a model: a GGUF file's own (its `tokenizer.ggml.*` metadata; an
+/// error naming the key when it carries none), or a directory's `tokenizer.json` if it
+/// has one, else Qwen's vocabulary (`data/qwen.tiktoken`). A `tokenizer.json` that is there
+/// but is not a readable regular file (a FIFO, a dangling link) is an error, not a silent
+/// fallback.
 pub fn model_tokenizer(dir: &Path) -> Result<Tokenizer> {
+    if crate::qwen3::is_gguf(dir) {
+        return Ok(crate::tokenizer::gguf_vocab::open(dir)?.tokenizer);
+    }
     let own = dir.join("tokenizer.json");
     if std::fs::symlink_metadata(&own).is_ok() {
         Tokenizer::from_file(&own)

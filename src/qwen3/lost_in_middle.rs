@@ -102,8 +102,9 @@ pub struct Report {
     pub answers: Vec<Answer>,
 }
 
-/// The tokenizer the experiment uses: `vocab` if given, else the model directory's
-/// `tokenizer.json`, else Qwen's vocabulary (as `anatomy generate` does).
+/// The tokenizer the experiment uses: `vocab` if given, else a GGUF file's own, else the
+/// model directory's `tokenizer.json`, else Qwen's vocabulary (as `anatomy generate`
+/// does).
 pub fn tokenizer(model_dir: &Path, vocab: Option<&Path>) -> Result<Tokenizer> {
     match vocab {
         Some(file) => Tokenizer::from_file(file),

@@ -9,32 +9,36 @@
 //! ```
 //!
 //! Every step calls the chapter that explains it: [`rmsnorm`] and attention ([`attend`],
-//! the fast form of [`attend_reference`](crate::kernels::attention::attend_reference)) from the
+//! the fast form of [`attend_reference`]) from the
 //! kernels, [`apply_rope`] with frequencies from the long-context chapter's
 //! [`RopeConfig`](crate::long_context::scaling::RopeConfig), and the MoE chapter's router
 //! and bucketed expert layer ([`moe_fast_into`], the batched form of
-//! [`moe_bucketed`](crate::moe::moe_bucketed)). Attention is grouped-query
+//! [`moe_bucketed`]). Attention is grouped-query
 //! (`num_attention_heads / num_key_value_heads` query heads share a key/value head) and
 //! causal, with an optional sliding window; keys and values go through the [`KvCache`], so
 //! a prompt is one call (prefill) and each generated token one more (decode). The result
 //! equals transformers' `Qwen3MoeForCausalLM` to ~1e-6 (tests/qwen3_transformers.rs).
 
-use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
-use crate::kernels::attention::{KvHead, Mask, attend};
-use crate::kernels::{first_non_finite, rmsnorm};
-use crate::moe::{MoeScratch, Routing, moe_fast_into};
+use crate::kernels::attention::{KvHead, Mask, attend, attend_reference};
+use crate::kernels::{Matrix, first_non_finite, rmsnorm};
+use crate::moe::{MoeScratch, Routing, moe_bucketed, moe_fast_into};
 use crate::position::rope::{RopeTable, apply_rope};
 use crate::qwen3::config::Qwen3Config;
 use crate::qwen3::finite::{Stage, locate};
 use crate::qwen3::kv_cache::KvCache;
+use crate::qwen3::tensors::Tensors;
 use crate::qwen3::weights::{Attention, Ffn, Weights};
 
-/// A loaded model: its config and weight views into a [`Checkpoint`].
+/// A loaded model: its config and weight views into a checkpoint, a GGUF file or an f32
+/// store ([`Tensors`]).
 #[derive(Debug)]
 pub struct Model<'a> {
     pub config: Qwen3Config,
     pub weights: Weights<'a>,
+    /// Compute with the clear kernels (the reference matvec, attention and bucketed MoE)
+    /// instead of the fast ones: `--reference`, on weights widened to f32.
+    pub reference: bool,
 }
 
 /// One generation's state: the KV cache, the RoPE table for its positions and scratch
@@ -98,21 +102,47 @@ struct Scratch {
 }
 
 impl<'a> Model<'a> {
-    /// Views the weights of `ckpt` for `config`, checking every tensor.
-    pub fn new(config: Qwen3Config, ckpt: &'a Checkpoint) -> Result<Model<'a>> {
+    /// Views the weights of `ckpt` (a [`Checkpoint`](crate::checkpoint::Checkpoint), a
+    /// [`Gguf`](crate::gguf::Gguf), a [`ModelFile`](crate::qwen3::tensors::ModelFile) or an
+    /// f32 store) for `config`, checking every tensor.
+    pub fn new(config: Qwen3Config, ckpt: impl Into<Tensors<'a>>) -> Result<Model<'a>> {
         Self::new_with_progress(config, ckpt, |_, _| {})
     }
 
     /// [`Model::new`], reporting `(layers done, layers)`.
     pub fn new_with_progress(
         config: Qwen3Config,
-        ckpt: &'a Checkpoint,
+        ckpt: impl Into<Tensors<'a>>,
         progress: impl FnMut(usize, usize),
     ) -> Result<Model<'a>> {
         config.rope.init(None)?; // surface a bad rope config now, not mid-generation
         let weights = Weights::load_with_progress(&config, ckpt, progress)?;
         crate::qwen3::finite::check_small_tensors(&weights)?;
-        Ok(Model { config, weights })
+        Ok(Model {
+            config,
+            weights,
+            reference: false,
+        })
+    }
+
+    /// The same model computing with the clear kernels (see [`Model::reference`]).
+    pub fn with_reference_kernels(self) -> Model<'a> {
+        Model {
+            reference: true,
+            ..self
+        }
+    }
+
+    /// `out = xs · mᵀ` for the rows of `xs`: the batched matmul, or the reference matvec
+    /// row by row.
+    fn project(&self, m: &Matrix, xs: &[f32], out: &mut [f32]) {
+        if self.reference {
+            for (x, o) in xs.chunks_exact(m.cols).zip(out.chunks_exact_mut(m.rows)) {
+                m.matvec(x, o);
+            }
+        } else {
+            m.matmul(xs, out);
+        }
     }
 
     /// A fresh session for up to `capacity` positions (prompt plus generated tokens).
@@ -220,7 +250,19 @@ impl<'a> Model<'a> {
                 rmsnorm(x, &layer.post_attention_layernorm, c.rms_norm_eps, xn);
             }
             match &layer.mlp {
+                Ffn::Dense(mlp) if self.reference => mlp.forward_batch(&s.xn, &mut s.y),
                 Ffn::Dense(mlp) => mlp.forward_batch_fast(&s.xn, &mut s.y, &mut s.mlp),
+                Ffn::Moe { router, experts } if self.reference => {
+                    let k = c.num_experts_per_tok;
+                    let (y, r) = moe_bucketed(&s.xn, h, router, experts, k, c.norm_topk_prob);
+                    s.y.copy_from_slice(&y);
+                    if let Some(routing) = routing.as_deref_mut() {
+                        routing.push(LayerRouting {
+                            layer: l,
+                            routing: r,
+                        });
+                    }
+                }
                 Ffn::Moe { router, experts } => {
                     let k = c.num_experts_per_tok;
                     moe_fast_into(
@@ -254,7 +296,7 @@ impl<'a> Model<'a> {
         {
             rmsnorm(x, &w.norm, c.rms_norm_eps, xn);
         }
-        w.lm_head.matmul(&s.xn[last], &mut s.logits);
+        self.project(&w.lm_head, &s.xn[last], &mut s.logits);
         self.check_finite(s, Stage::Logits, &ids[n - rows..], past + n - rows)?;
         Ok(&session.scratch.logits)
     }
@@ -310,9 +352,9 @@ impl<'a> Model<'a> {
 
         // q, k, v for the new positions (one batched matmul each, weights read once);
         // then per-head RMSNorm (Qwen3; Qwen2 has none) and RoPE at each position.
-        a.q_proj.matmul(&s.xn, &mut s.q);
-        a.k_proj.matmul(&s.xn, &mut s.k);
-        a.v_proj.matmul(&s.xn, &mut s.v);
+        self.project(&a.q_proj, &s.xn, &mut s.q);
+        self.project(&a.k_proj, &s.xn, &mut s.k);
+        self.project(&a.v_proj, &s.xn, &mut s.v);
         for t in 0..n {
             let q = &mut s.q[t * qd..(t + 1) * qd];
             let k = &mut s.k[t * kvd..(t + 1) * kvd];
@@ -349,7 +391,11 @@ impl<'a> Model<'a> {
                     stride: kvd,
                     offset: g * d,
                 };
-                attend(q, d, kv, mask.span(pos), scale, scores, o);
+                if self.reference {
+                    attend_reference(q, d, kv, mask.span(pos), scale, scores, o);
+                } else {
+                    attend(q, d, kv, mask.span(pos), scale, scores, o);
+                }
             }
         };
         if n == 1 {
@@ -361,7 +407,7 @@ impl<'a> Model<'a> {
                 .enumerate()
                 .for_each_init(Vec::new, |scores, (t, out)| one(t, out, scores));
         }
-        a.o_proj.matmul(&s.attn, &mut s.y);
+        self.project(&a.o_proj, &s.attn, &mut s.y);
         for y in s.y.chunks_exact_mut(h) {
             add_bias(y, a.o_bias.as_deref());
         }

@@ -8,12 +8,18 @@
 //! `[E, 2I, H]` with the gate rows first, and `mlp.experts.down_proj` `[E, H, I]`, the
 //! in-memory layout of transformers 5.x). Both end up as the same [`Expert`] views, in the
 //! checkpoint's dtype: no weight is copied.
+//!
+//! A GGUF file goes through the same function and the same layer loop: [`Tensors`] finds
+//! each Hugging Face role under its GGUF name, and a GGUF file's third layout, the experts
+//! stacked `[E, I, H]` per projection (`blk.{l}.ffn_gate_exps.weight`), is cut into
+//! per-expert row blocks like the fused one, its block formats kept as they are.
 
-use crate::checkpoint::{Checkpoint, row_block};
+use crate::checkpoint::row_block;
 use crate::error::{CheckpointProblem, Error, Result};
 use crate::kernels::Matrix;
 use crate::moe::Expert;
 use crate::qwen3::config::Qwen3Config;
+use crate::qwen3::tensors::Tensors;
 
 /// One layer's attention weights. Projections are `[out, in]`; the norms act on one head.
 #[derive(Debug)]
@@ -62,6 +68,8 @@ pub struct Layer<'a> {
 pub enum ExpertLayout {
     PerExpert,
     Fused,
+    /// A GGUF file's `ffn_{gate,up,down}_exps`, one `[E, ·, ·]` tensor per projection.
+    Stacked,
 }
 
 #[derive(Debug)]
@@ -80,17 +88,19 @@ pub struct Weights<'a> {
 
 // ANCHOR: load
 impl<'a> Weights<'a> {
-    /// Views every tensor the config calls for, checking names, shapes and dtypes.
-    pub fn load(cfg: &Qwen3Config, ckpt: &'a Checkpoint) -> Result<Weights<'a>> {
-        Self::load_with_progress(cfg, ckpt, |_, _| {})
+    /// Views every tensor the config calls for, checking names, shapes and dtypes, from a
+    /// Hugging Face checkpoint, a GGUF file or an f32 store ([`Tensors`]).
+    pub fn load(cfg: &Qwen3Config, src: impl Into<Tensors<'a>>) -> Result<Weights<'a>> {
+        Self::load_with_progress(cfg, src, |_, _| {})
     }
 
     /// [`Weights::load`], calling `progress(l, layers)` after each layer.
     pub fn load_with_progress(
         cfg: &Qwen3Config,
-        ckpt: &'a Checkpoint,
+        src: impl Into<Tensors<'a>>,
         mut progress: impl FnMut(usize, usize),
     ) -> Result<Weights<'a>> {
+        let ckpt = src.into();
         // A bare `Qwen3MoeModel` saves its tensors without the `model.` prefix.
         let p = if !ckpt.contains("model.embed_tokens.weight")
             && ckpt.contains("embed_tokens.weight")
@@ -111,7 +121,7 @@ impl<'a> Weights<'a> {
         for l in 0..cfg.num_hidden_layers {
             let pre = format!("{p}layers.{l}");
             let (mlp, layout) = if cfg.is_moe_layer(l) {
-                let (ffn, layout) = load_moe(cfg, ckpt, &format!("{pre}.mlp"))?;
+                let (ffn, layout) = load_moe(cfg, &ckpt, &format!("{pre}.mlp"))?;
                 (ffn, Some(layout))
             } else {
                 let i = cfg.intermediate_size;
@@ -125,7 +135,7 @@ impl<'a> Weights<'a> {
             layouts.extend(layout);
             layers.push(Layer {
                 input_layernorm: ckpt.vector(&format!("{pre}.input_layernorm.weight"), h)?,
-                self_attn: load_attention(cfg, ckpt, &format!("{pre}.self_attn"))?,
+                self_attn: load_attention(cfg, &ckpt, &format!("{pre}.self_attn"))?,
                 post_attention_layernorm: ckpt
                     .vector(&format!("{pre}.post_attention_layernorm.weight"), h)?,
                 mlp,
@@ -146,7 +156,7 @@ impl<'a> Weights<'a> {
 }
 // ANCHOR_END: load
 
-fn load_attention<'a>(cfg: &Qwen3Config, ckpt: &'a Checkpoint, pre: &str) -> Result<Attention<'a>> {
+fn load_attention<'a>(cfg: &Qwen3Config, ckpt: &Tensors<'a>, pre: &str) -> Result<Attention<'a>> {
     let (h, q, kv, d) = (cfg.hidden_size, cfg.q_dim(), cfg.kv_dim(), cfg.head_dim);
     let bias = |present: bool, name: &str, len: usize| -> Result<Option<Vec<f32>>> {
         if present {
@@ -178,14 +188,38 @@ fn load_attention<'a>(cfg: &Qwen3Config, ckpt: &'a Checkpoint, pre: &str) -> Res
 }
 
 // ANCHOR: experts
-/// The router and experts of one MoE layer, from either layout.
+/// The router and experts of one MoE layer, from any of the three layouts.
 fn load_moe<'a>(
     cfg: &Qwen3Config,
-    ckpt: &'a Checkpoint,
+    ckpt: &Tensors<'a>,
     pre: &str,
 ) -> Result<(Ffn<'a>, ExpertLayout)> {
     let (h, n, i) = (cfg.hidden_size, cfg.num_experts, cfg.moe_intermediate_size);
     let router = ckpt.matrix(&format!("{pre}.gate.weight"), n, h)?;
+    let expert0 = |proj: &str| format!("{pre}.experts.0.{proj}.weight");
+    if let Some(gate) = ckpt.expert_stack(&expert0("gate_proj"), [n, i, h])? {
+        // [E, I, H] gate and up, [E, H, I] down: expert e is row block e of each.
+        let stack = |proj: &str, rows, cols| -> Result<Matrix<'a>> {
+            let m = ckpt.expert_stack(&expert0(proj), [n, rows, cols])?;
+            m.ok_or_else(|| Error::Checkpoint {
+                file: ckpt.path().to_path_buf(),
+                tensor: Some(format!(
+                    "{} ({pre}.experts.*.{proj}.weight)",
+                    gguf_stack_name(&expert0(proj))
+                )),
+                problem: CheckpointProblem::Missing,
+            })
+        };
+        let (up, down) = (stack("up_proj", i, h)?, stack("down_proj", h, i)?);
+        let experts = (0..n)
+            .map(|e| Expert {
+                gate: row_block(&gate, e * i, i),
+                up: row_block(&up, e * i, i),
+                down: row_block(&down, e * h, h),
+            })
+            .collect();
+        return Ok((Ffn::Moe { router, experts }, ExpertLayout::Stacked));
+    }
     let fused = format!("{pre}.experts.gate_up_proj");
     if ckpt.contains(&fused) {
         // [E, 2I, H]: expert e's gate rows, then its up rows.
@@ -203,11 +237,14 @@ fn load_moe<'a>(
     let first = format!("{pre}.experts.0.gate_proj.weight");
     if !ckpt.contains(&first) {
         return Err(Error::Checkpoint {
-            file: ckpt.dir().to_path_buf(),
+            file: ckpt.path().to_path_buf(),
             tensor: None,
             problem: CheckpointProblem::NoneOf {
                 what: format!("experts for MoE layer `{pre}`"),
-                names: vec![fused, first],
+                names: match crate::qwen3::gguf_names::to_gguf(&first) {
+                    Some(g) if !matches!(ckpt, Tensors::Safetensors(_)) => vec![g.name],
+                    _ => vec![fused, first],
+                },
             },
         });
     }
@@ -224,3 +261,8 @@ fn load_moe<'a>(
     Ok((Ffn::Moe { router, experts }, ExpertLayout::PerExpert))
 }
 // ANCHOR_END: experts
+
+/// The GGUF name of the stacked tensor behind an expert's Hugging Face name.
+fn gguf_stack_name(hf: &str) -> String {
+    crate::qwen3::gguf_names::to_gguf(hf).map_or_else(|| hf.to_string(), |g| g.name)
+}

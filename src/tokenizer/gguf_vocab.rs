@@ -11,8 +11,8 @@
 //! | `tokenizer.ggml.bos_token_id`, `eos_token_id`, `padding_token_id`, `add_bos_token` | the special ids |
 //! | `tokenizer.chat_template` | the Jinja chat template |
 //!
-//! Read ([`tokenizer_from_gguf`]), every count and id is checked and every problem is an
-//! error naming the file, the key and the index. Written ([`gguf_tokenizer_metadata`]),
+//! Read ([`tokenizer_from_gguf`]), every count and id is checked, and every problem is an
+//! error naming the file and the key (with the index, for an element of an array). Written ([`gguf_tokenizer_metadata`]),
 //! the keys are those llama.cpp's `convert_hf_to_gguf.py` writes for Qwen2 / Qwen3: added
 //! tokens are control tokens when flagged special or shaped `<|…|>`, user-defined
 //! otherwise, and ids without a token are `[PAD{id}]`, unused. A tiktoken vocabulary has no
@@ -70,9 +70,21 @@ pub struct GgufVocab {
     pub chat_template: Option<String>,
 }
 
-/// The tokenizer of an opened GGUF file.
+/// The tokenizer of an opened GGUF file. When the file has an embedding
+/// (`token_embd.weight`), its rows must be the tokens' count, as llama.cpp requires.
 pub fn tokenizer_from_gguf(g: &Gguf) -> Result<GgufVocab> {
-    tokenizer_from_metadata(g.path(), g.metadata())
+    let v = tokenizer_from_metadata(g.path(), g.metadata())?;
+    if let Some(t) = g.tensor("token_embd.weight") {
+        let rows = t.dims.get(1).copied().unwrap_or(1);
+        if rows != v.n_tokens as u64 {
+            return Err(Error::field(
+                g.path().display().to_string(),
+                "token_embd.weight",
+                format!("{rows} rows but {TOKENS_KEY} has {} tokens", v.n_tokens),
+            ));
+        }
+    }
+    Ok(v)
 }
 
 /// Opens a GGUF file (checked whole, see [`Gguf::open`]) and reads its tokenizer.

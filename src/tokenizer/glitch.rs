@@ -430,14 +430,44 @@ pub fn screen_checkpoint(
         ckpt.matrix(name, rows, cols)
     };
     let embed = matrix(embed_name)?;
-    // A NaN row would sort as "the smallest norm": refuse it, naming the row.
-    finite_rows(&ckpt, embed_name, &embed)?;
-    let norms = norm_screen(&embed, k, Some(tok));
     let unembed_name = find(UNEMBED_NAMES);
-    let unembed = match unembed_name {
-        Some(n) => {
-            let m = matrix(n)?;
-            finite_rows(&ckpt, n, &m)?;
+    let unembed = unembed_name.map(matrix).transpose()?;
+    let where_is = |name: &str| {
+        let file = ckpt.file_of(name).map_or_else(
+            |_| ckpt.dir().display().to_string(),
+            |p| p.display().to_string(),
+        );
+        format!("{file}: tensor `{name}`")
+    };
+    let unembed_what = unembed_name.map(where_is);
+    screen_matrices(
+        &dir.display().to_string(),
+        (&where_is(embed_name), &embed),
+        unembed_what.as_deref().zip(unembed.as_ref()),
+        tok,
+        k,
+        unused,
+    )
+}
+
+/// The screens of an input embedding and (when the model has its own) an unembedding,
+/// from wherever they were read: each comes with the words that name it in errors (file
+/// and tensor). `model` names the model in the report.
+pub fn screen_matrices(
+    model: &str,
+    (embed_what, embed): (&str, &Matrix),
+    unembed: Option<(&str, &Matrix)>,
+    tok: &Tokenizer,
+    k: usize,
+    unused: Option<Vec<u32>>,
+) -> Result<CheckpointScreen> {
+    // A NaN row would sort as "the smallest norm": refuse it, naming the row.
+    finite_rows(embed_what, embed)?;
+    let norms = norm_screen(embed, k, Some(tok));
+    let tied = unembed.is_none();
+    let unembed = match unembed {
+        Some((what, m)) => {
+            finite_rows(what, m)?;
             m
         }
         None => embed,
@@ -447,7 +477,7 @@ pub fn screen_checkpoint(
         None
     } else {
         Some(smallest(
-            &unembedding_indicator(&unembed, &unused)?,
+            &unembedding_indicator(unembed, &unused)?,
             k,
             Some(tok),
         ))
@@ -457,9 +487,9 @@ pub fn screen_checkpoint(
         ind.iter().filter(|r| set.contains(&r.id)).count()
     });
     Ok(CheckpointScreen {
-        model: dir.display().to_string(),
+        model: model.to_string(),
         norms,
-        tied: unembed_name.is_none(),
+        tied,
         unused_reference: unused.len(),
         indicator,
         overlap,
@@ -468,17 +498,11 @@ pub fn screen_checkpoint(
 
 /// The screens rank rows by numbers computed from every weight: one NaN or infinity makes
 /// its row's score meaningless, so it is an error naming the tensor, row and column.
-fn finite_rows(ckpt: &crate::checkpoint::Checkpoint, name: &str, m: &Matrix) -> Result<()> {
+fn finite_rows(what: &str, m: &Matrix) -> Result<()> {
     match m.find_non_finite() {
         None => Ok(()),
         Some((r, c)) => Err(Error::NonFinite {
-            what: format!(
-                "{}: tensor `{name}`",
-                ckpt.file_of(name).map_or_else(
-                    |_| ckpt.dir().display().to_string(),
-                    |p| p.display().to_string()
-                )
-            ),
+            what: what.to_string(),
             detail: format!("row {r}, column {c} is not finite (NaN or infinite)"),
         }),
     }

@@ -5,9 +5,10 @@
 //! out of the text first and map to one id each ([`special`]); the rest is split into
 //! pieces by Qwen's regular expression and each piece is merged from single bytes up by
 //! rank ([`bpe`]); decoding concatenates the tokens' bytes. The vocabulary ([`vocab`]) is
-//! Qwen's (151,643 ranks, `data/qwen.tiktoken`), read from a tiktoken file ([`tiktoken`]) or
-//! a Hugging Face `tokenizer.json` ([`tokenizer_json`]). [`glitch`] scans it for suspicious
-//! tokens and screens a checkpoint's embeddings for rows that training never reached.
+//! Qwen's (151,643 ranks, `data/qwen.tiktoken`), read from a tiktoken file ([`tiktoken`]), a
+//! Hugging Face `tokenizer.json` ([`tokenizer_json`]) or a GGUF file's metadata
+//! ([`gguf_vocab`], chapter 11). [`glitch`] scans it for suspicious tokens and screens a
+//! checkpoint's embeddings for rows that training never reached.
 //! [`parse_id_ranges`] reads the id lists (`1,2,5-9`) that the command line takes.
 //!
 //! Claims backed here: `tok.special`, `tok.glitch_ids`, `tok.literal_scan`,
@@ -144,8 +145,16 @@ impl Tokenizer {
 
     /// Loads either format: a `.json` file (or one whose first byte is `{`) is read as
     /// `tokenizer.json`, anything else as a tiktoken file. Only a regular file of at most
-    /// [`crate::limits::TEXT_FILE_BYTES`] is read.
+    /// [`crate::limits::TEXT_FILE_BYTES`] is read. A `.gguf` file gives the tokenizer in
+    /// its metadata ([`gguf_vocab`]).
     pub fn from_file(path: &Path) -> Result<Self> {
+        // A GGUF file (a model or a vocabulary-only one) carries its tokenizer.
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+        {
+            return Ok(gguf_vocab::open(path)?.tokenizer);
+        }
         let bytes = crate::error::read_file(path)?;
         let json = path.extension().is_some_and(|e| e == "json");
         Self::from_bytes(&bytes, json, &path.display().to_string())

@@ -1,0 +1,473 @@
+//! A [`Qwen3Config`] read from, and written as, GGUF metadata (chapter 9: one engine for
+//! Hugging Face checkpoints and llama.cpp files).
+//!
+//! llama.cpp's converter writes the config as `{arch}.*` keys (`qwen3moe.block_count`,
+//! `qwen3moe.attention.head_count_kv`, `qwen3moe.rope.freq_base`, ...), with
+//! `general.architecture` naming the family (`qwen3moe`, `qwen3`, `qwen2`). [`KEYS`] pairs
+//! each config.json field with its key once; [`config_from_gguf`] reads through it (and
+//! then through [`Qwen3Config::from_json`], so a GGUF config is checked exactly as a
+//! config.json is), [`gguf_metadata`] writes through it.
+//!
+//! What the metadata leaves out, the file's tensors say, as llama.cpp reads them: the head
+//! is tied when `output.weight` is absent, q/k/v (and o) biases exist when
+//! `blk.0.attn_q.bias` (`blk.0.attn_output.bias`) does, a Qwen3-MoE layer is dense when it
+//! has no router `blk.{l}.ffn_gate_inp.weight`, and the vocabulary is `token_embd.weight`'s
+//! row count when `{arch}.vocab_size` is absent. Two differences from config.json defaults
+//! follow llama.cpp: an absent `attention.key_length` means `embedding_length /
+//! head_count` for every family, and Qwen3-MoE renormalises the top-k router weights
+//! unless `{arch}.expert_weights_norm` says false (llama.cpp's graph always does).
+//! Sliding windows have no key in these families and are not written; RoPE scaling types
+//! other than linear and YaRN are written by name and refused when read.
+
+use crate::error::{Error, Result};
+use crate::gguf::{Gguf, GgufTensor, MetaValue};
+use crate::long_context::scaling::RopeScaling;
+use crate::qwen3::Qwen3Config;
+use serde_json::{Map, Value, json};
+use std::path::Path;
+
+/// config.json field ↔ the GGUF key after `{arch}.`, for the sizes and numbers that map
+/// one to one. The value types are llama.cpp's: counts u32, floats f32, flags bool.
+pub const KEYS: &[(&str, &str)] = &[
+    ("num_hidden_layers", "block_count"),
+    ("max_position_embeddings", "context_length"),
+    ("hidden_size", "embedding_length"),
+    ("intermediate_size", "feed_forward_length"),
+    ("vocab_size", "vocab_size"),
+    ("num_attention_heads", "attention.head_count"),
+    ("num_key_value_heads", "attention.head_count_kv"),
+    ("head_dim", "attention.key_length"),
+    ("rms_norm_eps", "attention.layer_norm_rms_epsilon"),
+    ("rope_theta", "rope.freq_base"),
+    ("num_experts", "expert_count"),
+    ("num_experts_per_tok", "expert_used_count"),
+    ("moe_intermediate_size", "expert_feed_forward_length"),
+    ("norm_topk_prob", "expert_weights_norm"),
+];
+
+/// `general.architecture` ↔ `model_type`.
+const ARCHITECTURES: &[(&str, &str)] = &[
+    ("qwen3moe", "qwen3_moe"),
+    ("qwen3", "qwen3"),
+    ("qwen2", "qwen2"),
+];
+
+/// The config of an open GGUF file (see the module docs for what comes from where).
+pub fn config_from_gguf(g: &Gguf) -> Result<Qwen3Config> {
+    config_from_metadata(g.path(), g.metadata(), g.tensors())
+}
+
+/// The config that `metadata` and the tensor list describe; errors name `file` and the
+/// GGUF key.
+pub fn config_from_metadata(
+    file: &Path,
+    metadata: &[(String, MetaValue)],
+    tensors: &[GgufTensor],
+) -> Result<Qwen3Config> {
+    let what = file.display().to_string();
+    let get = |key: &str| metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+    let key_error = |key: &str, problem: String| Error::field(&what, key, problem);
+    let arch_key = "general.architecture";
+    let arch = match get(arch_key) {
+        None => return Err(key_error(arch_key, "missing".into())),
+        Some(v) => v
+            .as_str()
+            .ok_or_else(|| key_error(arch_key, "not a string".into()))?,
+    };
+    let Some(&(_, model_type)) = ARCHITECTURES.iter().find(|(a, _)| *a == arch) else {
+        return Err(key_error(
+            arch_key,
+            format!("{arch:?} is not one of \"qwen3moe\", \"qwen3\", \"qwen2\""),
+        ));
+    };
+    let key = |suffix: &str| format!("{arch}.{suffix}");
+    let tensor = |name: &str| tensors.iter().find(|t| t.name == name);
+
+    let mut cfg = Map::new();
+    cfg.insert("model_type".into(), json!(model_type));
+    for &(field, suffix) in KEYS {
+        let k = key(suffix);
+        let Some(v) = get(&k) else { continue };
+        let value = if field == "norm_topk_prob" {
+            json!(
+                v.as_bool()
+                    .ok_or_else(|| key_error(&k, "not a boolean".into()))?
+            )
+        } else if matches!(field, "rms_norm_eps" | "rope_theta") {
+            json!(
+                v.as_f64()
+                    .ok_or_else(|| key_error(&k, "not a number".into()))?
+            )
+        } else {
+            json!(
+                v.as_u64()
+                    .ok_or_else(|| key_error(&k, "not a non-negative integer".into()))?
+            )
+        };
+        cfg.insert(field.into(), value);
+    }
+    for (field, suffix) in [
+        ("num_hidden_layers", "block_count"),
+        ("hidden_size", "embedding_length"),
+        ("num_attention_heads", "attention.head_count"),
+    ] {
+        if !cfg.contains_key(field) {
+            return Err(key_error(&key(suffix), "missing".into()));
+        }
+    }
+    let value_length = key("attention.value_length");
+    if let (Some(k), Some(v)) = (cfg.get("head_dim"), get(&value_length))
+        && v.as_u64() != k.as_u64()
+    {
+        return Err(key_error(
+            &value_length,
+            format!("{v:?} differs from attention.key_length = {k}"),
+        ));
+    }
+    let whole = |field: &str| cfg.get(field).and_then(Value::as_u64).unwrap_or(0) as usize;
+    let (hidden, heads, layers) = (
+        whole("hidden_size"),
+        whole("num_attention_heads"),
+        whole("num_hidden_layers"),
+    );
+    if !cfg.contains_key("head_dim") && heads > 0 {
+        cfg.insert("head_dim".into(), json!(hidden / heads));
+    }
+    if !cfg.contains_key("num_key_value_heads") {
+        cfg.insert("num_key_value_heads".into(), json!(heads));
+    }
+    if !cfg.contains_key("vocab_size") {
+        let rows = tensor("token_embd.weight").and_then(|t| t.dims.get(1).copied());
+        let tokens = get("tokenizer.ggml.tokens").and_then(|v| v.as_array().map(<[_]>::len));
+        match rows.or(tokens.map(|n| n as u64)) {
+            Some(n) => cfg.insert("vocab_size".into(), json!(n)),
+            None => {
+                return Err(key_error(
+                    &key("vocab_size"),
+                    "missing (and no token_embd.weight or tokenizer.ggml.tokens to count)".into(),
+                ));
+            }
+        };
+    }
+    if model_type == "qwen3_moe" && !cfg.contains_key("norm_topk_prob") {
+        cfg.insert("norm_topk_prob".into(), json!(true));
+    }
+    if model_type == "qwen3_moe" && !tensors.is_empty() {
+        let dense: Vec<usize> = (0..layers)
+            .filter(|l| tensor(&format!("blk.{l}.ffn_gate_inp.weight")).is_none())
+            .collect();
+        cfg.insert("mlp_only_layers".into(), json!(dense));
+    }
+    cfg.insert(
+        "tie_word_embeddings".into(),
+        json!(tensor("output.weight").is_none()),
+    );
+    cfg.insert(
+        "attention_bias".into(),
+        json!(tensor("blk.0.attn_q.bias").is_some() || tensor("blk.0.attn_output.bias").is_some()),
+    );
+    if let Some(scaling) = rope_scaling(&get, &key, &what)? {
+        cfg.insert("rope_scaling".into(), scaling);
+    }
+    let mut eos = Vec::new();
+    for k in ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"] {
+        if let Some(v) = get(k) {
+            let id = v
+                .as_u64()
+                .filter(|&id| id <= u32::MAX as u64)
+                .ok_or_else(|| key_error(k, "not a token id".into()))?;
+            if !eos.contains(&id) {
+                eos.push(id);
+            }
+        }
+    }
+    cfg.insert("eos_token_id".into(), json!(eos));
+
+    Qwen3Config::from_json(&Value::Object(cfg), &what).map_err(|e| match e {
+        Error::Field {
+            what,
+            field,
+            problem,
+        } => match KEYS.iter().find(|(f, _)| *f == field) {
+            Some((_, suffix)) => Error::field(what, key(suffix), problem),
+            None => Error::Field {
+                what,
+                field,
+                problem,
+            },
+        },
+        other => other,
+    })
+}
+
+/// The `rope_scaling` object of config.json that the `{arch}.rope.scaling.*` keys describe.
+fn rope_scaling<'a>(
+    get: &impl Fn(&str) -> Option<&'a MetaValue>,
+    key: &impl Fn(&str) -> String,
+    what: &str,
+) -> Result<Option<Value>> {
+    let type_key = key("rope.scaling.type");
+    let Some(kind) = get(&type_key) else {
+        return Ok(None);
+    };
+    let kind = kind
+        .as_str()
+        .ok_or_else(|| Error::field(what, &type_key, "not a string"))?;
+    let number = |suffix: &str| -> Result<Option<f64>> {
+        let k = key(suffix);
+        get(&k)
+            .map(|v| {
+                v.as_f64()
+                    .ok_or_else(|| Error::field(what, &k, "not a number"))
+            })
+            .transpose()
+    };
+    let factor = || {
+        number("rope.scaling.factor")?
+            .ok_or_else(|| Error::field(what, key("rope.scaling.factor"), "missing"))
+    };
+    Ok(match kind {
+        "none" => None,
+        "linear" => Some(json!({"rope_type": "linear", "factor": factor()?})),
+        "yarn" => {
+            let mut o = Map::new();
+            o.insert("rope_type".into(), json!("yarn"));
+            o.insert("factor".into(), json!(factor()?));
+            for (field, suffix) in [
+                (
+                    "original_max_position_embeddings",
+                    "rope.scaling.original_context_length",
+                ),
+                ("beta_fast", "rope.scaling.yarn_beta_fast"),
+                ("beta_slow", "rope.scaling.yarn_beta_slow"),
+                ("attention_factor", "rope.scaling.yarn_attn_factor"),
+            ] {
+                if let Some(x) = number(suffix)? {
+                    let v = if field == "original_max_position_embeddings" {
+                        json!(x as u64)
+                    } else {
+                        json!(x)
+                    };
+                    o.insert(field.into(), v);
+                }
+            }
+            Some(Value::Object(o))
+        }
+        other => {
+            return Err(Error::field(
+                what,
+                &type_key,
+                format!("{other:?}: only \"none\", \"linear\" and \"yarn\" are supported"),
+            ));
+        }
+    })
+}
+
+/// The GGUF metadata that describes `cfg`, in llama.cpp's key names and value types (see
+/// the module docs for what the tensors carry instead, and what is not written).
+pub fn gguf_metadata(cfg: &Qwen3Config) -> Vec<(String, MetaValue)> {
+    let arch = ARCHITECTURES
+        .iter()
+        .find(|(_, t)| *t == cfg.model_type)
+        .map_or("qwen3", |(a, _)| a);
+    let key = |suffix: &str| format!("{arch}.{suffix}");
+    let count = |n: usize| MetaValue::U32(n as u32);
+    let mut out = vec![(
+        "general.architecture".to_string(),
+        MetaValue::Str(arch.into()),
+    )];
+    for &(field, suffix) in KEYS {
+        let value = match field {
+            "num_hidden_layers" => count(cfg.num_hidden_layers),
+            "max_position_embeddings" => count(cfg.max_position_embeddings),
+            "hidden_size" => count(cfg.hidden_size),
+            "intermediate_size" if cfg.intermediate_size > 0 => count(cfg.intermediate_size),
+            "vocab_size" => count(cfg.vocab_size),
+            "num_attention_heads" => count(cfg.num_attention_heads),
+            "num_key_value_heads" => count(cfg.num_key_value_heads),
+            "head_dim" => count(cfg.head_dim),
+            "rms_norm_eps" => MetaValue::F32(cfg.rms_norm_eps),
+            "rope_theta" => MetaValue::F32(cfg.rope.theta as f32),
+            "num_experts" if cfg.num_experts > 0 => count(cfg.num_experts),
+            "num_experts_per_tok" if cfg.num_experts > 0 => count(cfg.num_experts_per_tok),
+            "moe_intermediate_size" if cfg.num_experts > 0 => count(cfg.moe_intermediate_size),
+            "norm_topk_prob" if cfg.num_experts > 0 => MetaValue::Bool(cfg.norm_topk_prob),
+            _ => continue,
+        };
+        out.push((key(suffix), value));
+    }
+    out.push((key("attention.value_length"), count(cfg.head_dim)));
+    let float = |x: f64| MetaValue::F32(x as f32);
+    let scaling = |name: &str| (key("rope.scaling.type"), MetaValue::Str(name.into()));
+    match &cfg.rope.scaling {
+        RopeScaling::Default => {}
+        RopeScaling::Linear { factor } => {
+            out.push(scaling("linear"));
+            out.push((key("rope.scaling.factor"), float(*factor)));
+        }
+        RopeScaling::Yarn(y) => {
+            out.push(scaling("yarn"));
+            out.push((key("rope.scaling.factor"), float(y.factor)));
+            out.push((
+                key("rope.scaling.original_context_length"),
+                count(y.original_max_position_embeddings),
+            ));
+            out.push((key("rope.scaling.yarn_beta_fast"), float(y.beta_fast)));
+            out.push((key("rope.scaling.yarn_beta_slow"), float(y.beta_slow)));
+            if let Some(a) = y.attention_factor {
+                out.push((key("rope.scaling.yarn_attn_factor"), float(a)));
+            }
+        }
+        other => out.push(scaling(other.name())),
+    }
+    if let Some(&eos) = cfg.eos_token_ids.first() {
+        out.push(("tokenizer.ggml.eos_token_id".into(), MetaValue::U32(eos)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::GgmlType;
+    use crate::qwen3::gguf_names;
+
+    /// The GGUF tensors (names, and the embedding's dims) a model of `cfg` has.
+    fn tensors_of(cfg: &Qwen3Config) -> Vec<GgufTensor> {
+        let mut hf = vec!["model.embed_tokens.weight".to_string()];
+        if !cfg.tie_word_embeddings {
+            hf.push("lm_head.weight".into());
+        }
+        for l in 0..cfg.num_hidden_layers {
+            hf.push(format!("model.layers.{l}.self_attn.q_proj.weight"));
+            if cfg.attention_bias {
+                hf.push(format!("model.layers.{l}.self_attn.q_proj.bias"));
+            }
+            if cfg.is_moe_layer(l) {
+                hf.push(format!("model.layers.{l}.mlp.gate.weight"));
+            }
+        }
+        hf.iter()
+            .map(|name| {
+                let g = gguf_names::to_gguf(name).unwrap();
+                let dims = if g.name == "token_embd.weight" {
+                    vec![cfg.hidden_size as u64, cfg.vocab_size as u64]
+                } else {
+                    vec![1]
+                };
+                GgufTensor {
+                    name: g.name,
+                    dims,
+                    ty: GgmlType::F32,
+                    offset: 0,
+                    size: 4,
+                }
+            })
+            .collect()
+    }
+
+    fn round_trip(config: Value) {
+        let cfg = Qwen3Config::from_json(&config, "config.json").unwrap();
+        let meta = gguf_metadata(&cfg);
+        let back = config_from_metadata(Path::new("m.gguf"), &meta, &tensors_of(&cfg)).unwrap();
+        // Placement comes back as the list of dense layers; the per-layer answer is the same.
+        let placement: Vec<bool> = (0..cfg.num_hidden_layers)
+            .map(|l| cfg.is_moe_layer(l))
+            .collect();
+        let back_placement: Vec<bool> = (0..cfg.num_hidden_layers)
+            .map(|l| back.is_moe_layer(l))
+            .collect();
+        assert_eq!(placement, back_placement);
+        let normalised = Qwen3Config {
+            style: back.style,
+            dtype: None,
+            decoder_sparse_step: back.decoder_sparse_step,
+            mlp_only_layers: back.mlp_only_layers.clone(),
+            ..cfg
+        };
+        assert_eq!(back, normalised);
+    }
+
+    #[test]
+    fn qwen3moe_with_dense_layers_and_yarn_round_trips() {
+        round_trip(
+            json!({"model_type": "qwen3_moe", "vocab_size": 300, "hidden_size": 64,
+            "num_hidden_layers": 5, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "head_dim": 16, "intermediate_size": 96, "moe_intermediate_size": 32,
+            "num_experts": 8, "num_experts_per_tok": 2, "norm_topk_prob": false,
+            "decoder_sparse_step": 2, "mlp_only_layers": [3], "rms_norm_eps": 1e-6,
+            "max_position_embeddings": 4096, "rope_theta": 1000000.0,
+            "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                             "original_max_position_embeddings": 1024},
+            "tie_word_embeddings": true, "eos_token_id": 151645, "torch_dtype": "bfloat16"}),
+        );
+    }
+
+    #[test]
+    fn qwen3_and_qwen2_dense_round_trip() {
+        round_trip(
+            json!({"model_type": "qwen3", "vocab_size": 300, "hidden_size": 64,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 1,
+            "head_dim": 32, "intermediate_size": 96, "max_position_embeddings": 512,
+            "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "attention_bias": true}),
+        );
+        round_trip(
+            json!({"model_type": "qwen2", "vocab_size": 300, "hidden_size": 64,
+            "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "intermediate_size": 96, "max_position_embeddings": 512,
+            "rope_theta": 10000.0, "rms_norm_eps": 1e-5, "tie_word_embeddings": true,
+            "rope_scaling": {"type": "linear", "factor": 2.0}}),
+        );
+    }
+
+    #[test]
+    fn missing_or_wrong_keys_are_named() {
+        let cfg = Qwen3Config::from_json(
+            &json!({"model_type": "qwen3", "vocab_size": 30, "hidden_size": 16,
+                    "num_hidden_layers": 1, "num_attention_heads": 2, "head_dim": 8,
+                    "intermediate_size": 8}),
+            "c",
+        )
+        .unwrap();
+        let file = Path::new("m.gguf");
+        // Fresh metadata each time: MetaValue need not be Clone.
+        let without = |key: &str| -> Vec<(String, MetaValue)> {
+            gguf_metadata(&cfg)
+                .into_iter()
+                .filter(|(k, _)| k != key)
+                .collect()
+        };
+        let err = |m: &[(String, MetaValue)]| {
+            config_from_metadata(file, m, &tensors_of(&cfg))
+                .unwrap_err()
+                .to_string()
+        };
+        let e = err(&without("qwen3.embedding_length"));
+        assert!(
+            e.contains("m.gguf") && e.contains("qwen3.embedding_length"),
+            "{e}"
+        );
+        let e = err(&without("general.architecture"));
+        assert!(e.contains("general.architecture"), "{e}");
+        let mut bad = without("qwen3.attention.head_count_kv");
+        bad.push(("qwen3.attention.head_count_kv".into(), MetaValue::U32(3)));
+        let e = err(&bad);
+        assert!(e.contains("qwen3.attention.head_count_kv"), "{e}");
+        let mut bad = without("");
+        bad.push((
+            "qwen3.rope.scaling.type".into(),
+            MetaValue::Str("llama3".into()),
+        ));
+        let e = err(&bad);
+        assert!(
+            e.contains("rope.scaling.type") && e.contains("llama3"),
+            "{e}"
+        );
+        let mut bad = without("general.architecture");
+        bad.push((
+            "general.architecture".into(),
+            MetaValue::Str("llama".into()),
+        ));
+        assert!(err(&bad).contains("\"llama\""));
+    }
+}
