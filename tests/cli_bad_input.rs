@@ -1035,7 +1035,9 @@ fn params_quant_refuses_unknown_schemes_and_a_config_without_a_context() {
         &["--quant", "q3_k_xl", "q4_k_m"],
     );
     let mut cfg: Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
-    cfg.as_object_mut().unwrap().remove("max_position_embeddings");
+    cfg.as_object_mut()
+        .unwrap()
+        .remove("max_position_embeddings");
     std::fs::write(&config, cfg.to_string()).unwrap();
     refused(
         &["params", s(&config), "--quant", "q4_k_m"],
