@@ -838,7 +838,10 @@ fn chapter11_numbers() {
     let mixtral = quant::estimate(&bundled("mixtral-8x7b").unwrap(), FileType::Q4_K_M, 32_768);
     assert_eq!(rounded(mixtral.file_gib, 2), 26.50);
     assert_eq!(rounded(mixtral.memory_gib, 2), 30.49);
-    let of = |name: &str| mixtral.by_type.iter().find(|t| t.0 == name).unwrap().1;
+    let of = |name: &str| {
+        let t = mixtral.by_type.iter().find(|t| t.ty == name).unwrap();
+        t.parameters
+    };
     assert_eq!(of(GgmlType::Q8_0.name()), 268_435_456);
     assert_eq!(of(GgmlType::Q5_K.name()), 536_870_912);
     // Exercise 4: what 24 GiB leaves at Q4_K_M with an f16 cache, and with a Q8_0 cache.

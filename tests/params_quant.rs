@@ -58,3 +58,59 @@ fn estimate_matches_llama_cpp_files() {
     }
     assert_eq!(checked, 19);
 }
+
+#[test]
+fn cli_prints_the_estimate_in_text_and_json() {
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/configs/qwen3-30b-a3b.json");
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_anatomy"))
+            .arg("params")
+            .arg(&config)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = run(&["--quant", "Q4_K_M"]);
+    assert!(text.contains("quantised as q4_k_m"), "{text}");
+    assert!(
+        text.contains("17.28 GiB") && text.contains("at 40,960 tokens"),
+        "{text}"
+    );
+    let json: Value = serde_json::from_str(&run(&["--json", "--quant", "q8_0"])).unwrap();
+    // The counts stay where they were; the estimate is one more key.
+    assert_eq!(json["total"], 30_532_122_624u64);
+    let q = &json["quant"];
+    assert_eq!(q["scheme"], "q8_0");
+    assert_eq!(q["context"], 40_960);
+    let (tensors, kv) = (
+        q["tensor_bytes"].as_u64().unwrap(),
+        q["kv_cache_bytes"].as_u64().unwrap(),
+    );
+    assert_eq!(q["memory_bytes"].as_u64().unwrap(), tensors + kv);
+    assert_eq!(q["by_type"][0]["type"], "f32");
+    let summed: u64 = q["by_type"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(summed, tensors);
+    for key in [
+        "file_gb",
+        "file_gib",
+        "memory_gb",
+        "memory_gib",
+        "bits_per_weight",
+    ] {
+        assert!(q[key].as_f64().unwrap() > 0.0, "{key}");
+    }
+    // Without --quant there is no estimate.
+    let plain: Value = serde_json::from_str(&run(&["--json"])).unwrap();
+    assert!(plain.get("quant").is_none());
+}

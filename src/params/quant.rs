@@ -205,6 +205,16 @@ pub fn typical_metadata_bytes(v: u64) -> u64 {
     v * (8 + 7 + 4 + 4 + 8 + 12) + MODEL_KEYS_BYTES
 }
 
+/// The parameters and bytes of one ggml type in a file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TypeShare {
+    /// ggml's name (`q4_K`, `f32`, ...).
+    #[serde(rename = "type")]
+    pub ty: &'static str,
+    pub parameters: u64,
+    pub bytes: u64,
+}
+
 /// What `anatomy params CONFIG.json --quant SCHEME` adds to the report.
 #[derive(Clone, Debug, Serialize)]
 pub struct QuantEstimate {
@@ -220,8 +230,8 @@ pub struct QuantEstimate {
     pub file_bytes: u64,
     pub file_gb: f64,
     pub file_gib: f64,
-    /// Parameters by type, in type id order: `(ggml name, parameters, bytes)`.
-    pub by_type: Vec<(&'static str, u64, u64)>,
+    /// Parameters and bytes by type, in type id order.
+    pub by_type: Vec<TypeShare>,
     /// The context the KV cache is sized for (`max_position_embeddings`).
     pub context: u64,
     /// f16 K and V of every layer at `context` tokens (llama.cpp's default cache type).
@@ -243,12 +253,16 @@ pub fn estimate(c: &ModelConfig, scheme: FileType, context: u64) -> QuantEstimat
     let parameters: u64 = tensors.iter().map(PlannedTensor::numel).sum();
     let tensor_bytes: u64 = tensors.iter().map(|t| t.bytes).sum();
     let file_bytes = tensor_bytes + overhead_bound(&tensors, typical_metadata_bytes(c.vocab_size));
-    let mut by_type: Vec<(&'static str, u64, u64)> = Vec::new();
+    let mut by_type = Vec::new();
     for ty in crate::quant::ALL_TYPES {
         let of_type = tensors.iter().filter(|t| t.ty == ty);
         let (n, b) = of_type.fold((0, 0), |(n, b), t| (n + t.numel(), b + t.bytes));
         if n > 0 {
-            by_type.push((ty.name(), n, b));
+            by_type.push(TypeShare {
+                ty: ty.name(),
+                parameters: n,
+                bytes: b,
+            });
         }
     }
     let (kv_elements, _) = super::kv_cache_elements_per_token(c);
@@ -332,11 +346,12 @@ pub fn text_block(e: &QuantEstimate) -> String {
         e.bits_per_weight,
         super::group(e.parameters)
     ));
-    for (name, n, b) in &e.by_type {
+    for t in &e.by_type {
         s.push_str(&format!(
-            "    {name:<16}{:>18} parameters {:>10.3} GB\n",
-            super::group(*n),
-            *b as f64 / 1e9
+            "    {:<16}{:>18} parameters {:>10.3} GB\n",
+            t.ty,
+            super::group(t.parameters),
+            t.bytes as f64 / 1e9
         ));
     }
     s.push_str(&format!(
