@@ -850,4 +850,7 @@ fn chapter11_numbers() {
     let q8_cache = gib(a3b.kv_cache_bytes) * 8.5 / 16.0;
     assert_eq!(rounded(q8_cache, 2), 1.99);
     assert_eq!(rounded(24.0 - gib(a3b.tensor_bytes) - q8_cache, 2), 4.73);
+    // §11.5: a Q4_K_M token reads under a third of the bytes a bf16 token reads.
+    let bf16 = quant::estimate(&bundled("qwen3-30b-a3b").unwrap(), FileType::BF16, 40_960);
+    assert!(3 * a3b.bytes_read_per_token < bf16.bytes_read_per_token);
 }
