@@ -993,6 +993,38 @@ fn bad_gguf_models_are_refused_naming_the_file_and_tensor_or_key() {
             "missing",
         ],
     );
+    // A size in the metadata that the tensors do not have: both shapes are named.
+    let wrong_size = dir.join("wrong_size.gguf");
+    gguf_without(&wrong_size, "", "qwen2.feed_forward_length");
+    {
+        use llm_anatomy::gguf::{Gguf, GgufWriter, MetaValue};
+        let g = Gguf::open(&wrong_size).unwrap();
+        let mut metadata = g.metadata().to_vec();
+        metadata.push(("qwen2.feed_forward_length".into(), MetaValue::U32(128)));
+        let infos = g
+            .tensors()
+            .iter()
+            .map(|t| (t.name.clone(), t.dims.clone(), t.ty))
+            .collect();
+        let mut bytes = Vec::new();
+        let mut w = GgufWriter::new(&mut bytes, metadata, infos, g.alignment()).unwrap();
+        for t in g.tensors() {
+            w.write_tensor(&t.name, g.data(t)).unwrap();
+        }
+        w.finish().unwrap();
+        drop(g); // unmapped before the file it maps is rewritten
+        std::fs::write(&wrong_size, bytes).unwrap();
+    }
+    run(
+        &wrong_size,
+        &[
+            "wrong_size.gguf",
+            "blk.0.ffn_gate.weight",
+            "model.layers.0.mlp.gate_proj.weight",
+            "[256, 128]",
+            "[128, 128]",
+        ],
+    );
     // A metadata key missing.
     let no_key = dir.join("no_key.gguf");
     gguf_without(&no_key, "", "qwen2.block_count");
@@ -1018,6 +1050,42 @@ fn bad_gguf_models_are_refused_naming_the_file_and_tensor_or_key() {
     refused(
         &["generate", s(&magic), "--ids", IDS, "--max-new-tokens", "1"],
         &["magic.gguf"],
+    );
+    // Non-finite weights: a norm (F32, found at load) and a Q8_0 block's f16 scale (found
+    // when the forward pass runs into it), named by their GGUF names and roles.
+    let poisoned = |tensor: &str, bytes: &[u8], tag: &str| -> PathBuf {
+        let g =
+            llm_anatomy::gguf::Gguf::open(&Path::new(env!("CARGO_MANIFEST_DIR")).join(GOOD_GGUF))
+                .unwrap();
+        let t = g.tensor(tensor).unwrap();
+        let at = (g.data_offset() + t.offset) as usize;
+        let mut copy = good.clone();
+        copy[at..at + bytes.len()].copy_from_slice(bytes);
+        let path = dir.join(format!("{tag}.gguf"));
+        std::fs::write(&path, copy).unwrap();
+        path
+    };
+    let nan_norm = poisoned(
+        "blk.1.attn_norm.weight",
+        &f32::NAN.to_le_bytes(),
+        "nan_norm",
+    );
+    run(
+        &nan_norm,
+        &[
+            "blk.1.attn_norm.weight",
+            "model.layers.1.input_layernorm.weight",
+            "NaN",
+        ],
+    );
+    let nan_scale = poisoned("blk.1.attn_k.weight", &[0x00, 0x7e], "nan_scale");
+    run(
+        &nan_scale,
+        &[
+            "blk.1.attn_k.weight",
+            "model.layers.1.self_attn.k_proj.weight",
+            "NaN",
+        ],
     );
     // A GGUF without a vocabulary cannot tokenise text: the key is named.
     refused(

@@ -226,3 +226,89 @@ fn reference_pass_on_hugging_face_checkpoints() {
         }
     }
 }
+
+/// The command line on a GGUF MODEL: `logits` (fast and `--reference`), `generate`,
+/// `router-stats` and `glitch --model` run, and `logits` writes what the library computes.
+#[test]
+fn the_model_commands_take_a_gguf_file() {
+    let case = cases()
+        .into_iter()
+        .find(|c| c.model == "moe_tied" && c.file == "q4_k_m.gguf")
+        .unwrap();
+    let (path, ids) = (case.path.to_str().unwrap(), common::join(&prompt()));
+    let (hf, _) = read_npy(&case.hf_logits);
+    let scale = hf.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let out = std::env::temp_dir().join(format!("anatomy-gguf-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&out).unwrap();
+    for (flag, bound) in [(None, 1e-3 * scale), (Some("--reference"), 1e-4 * scale)] {
+        let file = out.join("logits.safetensors");
+        let mut args = vec![
+            "logits",
+            path,
+            "--ids",
+            &ids,
+            "--out",
+            file.to_str().unwrap(),
+        ];
+        args.extend(flag);
+        let run = common::anatomy(&args);
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let (logits, shape) = llm_anatomy::checkpoint::Checkpoint::open_file(&file)
+            .unwrap()
+            .to_f32("logits")
+            .unwrap();
+        assert_eq!(shape, [16, 256]);
+        let diff = common::max_abs_diff(&logits, &hf);
+        assert!(diff <= bound, "{flag:?}: max |Δ| {diff}");
+    }
+    let run = common::anatomy(&[
+        "generate",
+        path,
+        "--ids",
+        "1,2,3",
+        "--max-new-tokens",
+        "3",
+        "--json",
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let generated: Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(generated["ids"].as_array().unwrap().len(), 3);
+    let run = common::anatomy(&["router-stats", path, "--ids", "1,2,3", "--json"]);
+    let report: Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(report["layers"].as_array().unwrap().len(), 2);
+    // The fixtures carry no vocabulary: glitch takes one with --vocab and screens the
+    // file's embedding (tied: no output.weight).
+    let vocab = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/qwen.tiktoken");
+    let run = common::anatomy(&[
+        "glitch",
+        "--vocab",
+        vocab.to_str().unwrap(),
+        "--model",
+        path,
+        "--top-k",
+        "5",
+        "--json",
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let report: Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(report["checkpoint"]["tied"], Value::Bool(true));
+    assert_eq!(
+        report["checkpoint"]["norms"]["smallest"]
+            .as_array()
+            .unwrap()
+            .len(),
+        5
+    );
+}

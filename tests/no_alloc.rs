@@ -108,3 +108,61 @@ fn parallel_matmul_does_not_allocate() {
         out[1]
     );
 }
+
+/// The same for a GGUF model (weights in llama.cpp's block formats, read block by block)
+/// and for a parallel matmul on a Q4_K matrix: dequantising allocates nothing either.
+#[test]
+fn block_format_weights_do_not_allocate() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let path = Path::new("tests/fixtures/gguf_models/moe/q4_k_m.gguf");
+    let (config, file) = llm_anatomy::qwen3::open(path).unwrap();
+    let model = Model::new(config, &file).unwrap();
+    let mut session = model.session(200).unwrap();
+    let prompt: Vec<u32> = (0..16).map(|i| 3 + 13 * i).collect();
+    // Its 256 × 256 matrices take the rayon path: from inside a pool, with a warm-up long
+    // enough for both workers to have stolen work (see the test above).
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let n = pool.install(|| {
+        let logits = model
+            .forward(&mut session, &prompt, Logits::Last, None)
+            .unwrap();
+        let mut next = llm_anatomy::qwen3::generate::argmax(logits) as u32;
+        for _ in 0..150 {
+            let logits = model
+                .forward(&mut session, &[next], Logits::Last, None)
+                .unwrap();
+            next = llm_anatomy::qwen3::generate::argmax(logits) as u32;
+        }
+        allocations_during(|| {
+            for _ in 0..8 {
+                let logits = model
+                    .forward(&mut session, &[next], Logits::Last, None)
+                    .unwrap();
+                next = llm_anatomy::qwen3::generate::argmax(logits) as u32;
+            }
+        })
+    });
+    assert_eq!(n, 0, "{n} allocations in 8 decode steps of a GGUF model");
+
+    let ty = llm_anatomy::quant::GgmlType::Q4_K;
+    let w: Vec<f32> = (0..2048 * 1024).map(|i| (i % 17) as f32 * 1e-3).collect();
+    let mut bytes = Vec::new();
+    llm_anatomy::quant::quantize(ty, &w, &mut bytes);
+    let m = Matrix::quant(ty, &bytes, 2048, 1024);
+    let x = vec![0.5f32; 1024];
+    let mut out = vec![0.0f32; 2048];
+    let n = pool.install(|| {
+        for _ in 0..100 {
+            m.matmul(&x, &mut out);
+        }
+        allocations_during(|| {
+            for _ in 0..20 {
+                m.matmul(&x, &mut out);
+            }
+        })
+    });
+    assert_eq!(n, 0, "{n} allocations in 20 parallel Q4_K matmuls");
+}

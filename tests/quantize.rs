@@ -296,6 +296,13 @@ fn bad_input_is_named_and_leaves_the_output_alone() {
     assert_eq!(r.status.code(), Some(2), "{err}");
     assert!(err.contains("absent"), "{err}");
 
+    if Path::new("/dev/full").exists() {
+        let r = anatomy(&["quantize", hf_s, "--type", "q8_0", "--out", "/dev/full"]);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{err}");
+        assert!(err.contains("/dev/full"), "{err}");
+    }
+
     let r = anatomy(&["quantize", hf_s, "--type", "Q4_K_M", "--out", out_s]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let g = Gguf::open(&out).unwrap();

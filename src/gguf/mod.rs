@@ -22,7 +22,7 @@
 //! counts within `i64`, rows a whole number of blocks, unique tensor names under 64 bytes,
 //! each tensor at the end of the one before rounded up to the alignment — and, beyond it,
 //! that strings are UTF-8, bools are 0 or 1, nested arrays at most
-//! [`parse::MAX_ARRAY_DEPTH`] deep and every tensor inside the file. Every count and
+//! [`MAX_ARRAY_DEPTH`] deep and every tensor inside the file. Every count and
 //! length is checked against the bytes left before it sizes anything. Tensors of a type
 //! this crate does not read (IQ*, Q2_K, Q3_K, ...) are refused by name.
 

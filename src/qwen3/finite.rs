@@ -110,6 +110,7 @@ pub fn locate(
             w.embed_tokens.row_into(id, &mut row);
             if let Some(col) = first_non_finite(&row) {
                 return found(
+                    w,
                     &name,
                     &format!("row {id}, column {col}"),
                     row[col],
@@ -211,7 +212,7 @@ pub fn locate(
     for s in &sources {
         if let Some((name, at, v)) = s.scan() {
             return Error::NonFinite {
-                what: format!("tensor `{name}`"),
+                what: tensor_words(w, &name),
                 detail: format!(
                     "{} at {at} (found because {step} came out {})",
                     describe(v),
@@ -268,7 +269,7 @@ pub fn check_small_tensors(w: &Weights) -> Result<()> {
     for s in &sources {
         if let Some((name, at, v)) = s.scan() {
             return Err(Error::NonFinite {
-                what: format!("tensor `{name}`"),
+                what: tensor_words(w, &name),
                 detail: format!("{} at {at}", describe(v)),
             });
         }
@@ -276,9 +277,21 @@ pub fn check_small_tensors(w: &Weights) -> Result<()> {
     Ok(())
 }
 
-fn found(name: &str, at: &str, v: f32, step: &str, position: usize) -> Error {
+/// How an error names a weight: its Hugging Face name, and for a GGUF file first the
+/// GGUF tensor (and expert) that holds it.
+fn tensor_words(w: &Weights, name: &str) -> String {
+    match crate::qwen3::gguf_names::to_gguf(name).filter(|_| w.gguf_names) {
+        Some(g) => match g.expert {
+            Some(e) => format!("tensor `{}` (expert {e}: `{name}`)", g.name),
+            None => format!("tensor `{}` (`{name}`)", g.name),
+        },
+        None => format!("tensor `{name}`"),
+    }
+}
+
+fn found(w: &Weights, name: &str, at: &str, v: f32, step: &str, position: usize) -> Error {
     Error::NonFinite {
-        what: format!("tensor `{name}`"),
+        what: tensor_words(w, name),
         detail: format!("{} at {at} ({step} at position {position})", describe(v)),
     }
 }

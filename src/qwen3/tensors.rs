@@ -108,15 +108,19 @@ impl<'a> Tensors<'a> {
         }
     }
 
-    /// The name a Hugging Face tensor has in this source (the name itself for a
-    /// checkpoint, or `None` if a GGUF file has no name for that role).
-    fn native(&self, hf: &str) -> Option<String> {
-        let gguf = match self {
+    /// Whether the source names tensors as a GGUF file does.
+    pub fn gguf_names(&self) -> bool {
+        match self {
             Tensors::Safetensors(_) => false,
             Tensors::Gguf(_) => true,
             Tensors::F32(s) => s.gguf_names,
-        };
-        if !gguf {
+        }
+    }
+
+    /// The name a Hugging Face tensor has in this source (the name itself for a
+    /// checkpoint, or `None` if a GGUF file has no name for that role).
+    fn native(&self, hf: &str) -> Option<String> {
+        if !self.gguf_names() {
             return Some(hf.to_string());
         }
         gguf_names::to_gguf(hf).map(|g| g.name)
@@ -319,11 +323,7 @@ impl F32Tensors {
         }
         Ok(F32Tensors {
             file,
-            gguf_names: match src {
-                Tensors::Safetensors(_) => false,
-                Tensors::Gguf(_) => true,
-                Tensors::F32(s) => s.gguf_names,
-            },
+            gguf_names: src.gguf_names(),
             tensors,
         })
     }

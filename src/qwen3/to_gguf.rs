@@ -385,6 +385,14 @@ pub fn quantize_checkpoint(
             Ok(())
         })();
         result.map_err(|e| {
+            // The writer knows no path: a failed write is named by the output's.
+            let e = match e {
+                Error::Write { source, .. } => Error::Write {
+                    path: out.to_path_buf(),
+                    source,
+                },
+                other => other,
+            };
             let message = e.to_string();
             failure = Some(e);
             std::io::Error::other(message)

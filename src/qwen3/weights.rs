@@ -84,6 +84,8 @@ pub struct Weights<'a> {
     pub expert_layout: Option<ExpertLayout>,
     /// The prefix of the tensor names: `"model."`, or `""` for a bare `Qwen3MoeModel`.
     pub prefix: &'static str,
+    /// The tensors came from a GGUF file (errors then give their GGUF names too).
+    pub gguf_names: bool,
 }
 
 // ANCHOR: load
@@ -151,6 +153,7 @@ impl<'a> Weights<'a> {
             lm_head,
             expert_layout,
             prefix: p,
+            gguf_names: ckpt.gguf_names(),
         })
     }
 }
