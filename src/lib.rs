@@ -17,6 +17,7 @@
 //! | 8. Chat templates (Qwen3, checked against jinja2) and the thinking budget | [`chat`] | S0 5.7 |
 //! | 9. The forward pass: Qwen3-MoE from Hugging Face checkpoints (with [`checkpoint`]) | [`qwen3`] | S0 5.5 |
 //! | 10. Performance: bandwidth, FMA peak, prefill/decode rates and their ceilings | [`bench`](mod@bench) | — |
+//! | 11. Quantisation: block formats, their error, a 30B MoE in 24 GiB | [`quant`], [`params::quant`] | S0 5.5, S1 §3 |
 //! | appendix. The claims table | [`claims`] | both |
 //!
 //! Primitives shared by every chapter live in [`kernels`]; plots in [`figures`].

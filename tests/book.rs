@@ -826,3 +826,31 @@ fn katex_svgs_keep_their_height() {
     assert!(rule.contains("height: inherit"), "{rule}");
     assert!(css.find(".content svg").unwrap() < css.find(".content .katex svg").unwrap());
 }
+
+#[test]
+fn chapter11_numbers() {
+    use llm_anatomy::params::{bundled, quant};
+    use llm_anatomy::quant::GgmlType;
+    use llm_anatomy::quant::mix::FileType;
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    // Exercise 1: Mixtral 8x7B at Q4_K_M, its f16 cache at 32,768 tokens; the 8-expert
+    // rule's Q8_0 (attn_k, attn_v) and Q5_K (attn_output) parameters.
+    let mixtral = quant::estimate(&bundled("mixtral-8x7b").unwrap(), FileType::Q4_K_M, 32_768);
+    assert_eq!(rounded(mixtral.file_gib, 2), 26.50);
+    assert_eq!(rounded(mixtral.memory_gib, 2), 30.49);
+    let of = |name: &str| {
+        let t = mixtral.by_type.iter().find(|t| t.ty == name).unwrap();
+        t.parameters
+    };
+    assert_eq!(of(GgmlType::Q8_0.name()), 268_435_456);
+    assert_eq!(of(GgmlType::Q5_K.name()), 536_870_912);
+    // Exercise 4: what 24 GiB leaves at Q4_K_M with an f16 cache, and with a Q8_0 cache.
+    let a3b = quant::estimate(&bundled("qwen3-30b-a3b").unwrap(), FileType::Q4_K_M, 40_960);
+    assert_eq!(rounded(24.0 - a3b.memory_gib, 2), 2.97);
+    let q8_cache = gib(a3b.kv_cache_bytes) * 8.5 / 16.0;
+    assert_eq!(rounded(q8_cache, 2), 1.99);
+    assert_eq!(rounded(24.0 - gib(a3b.tensor_bytes) - q8_cache, 2), 4.73);
+    // §11.5: a Q4_K_M token reads under a third of the bytes a bf16 token reads.
+    let bf16 = quant::estimate(&bundled("qwen3-30b-a3b").unwrap(), FileType::BF16, 40_960);
+    assert!(3 * a3b.bytes_read_per_token < bf16.bytes_read_per_token);
+}

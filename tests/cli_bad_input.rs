@@ -1093,3 +1093,26 @@ fn bad_gguf_models_are_refused_naming_the_file_and_tensor_or_key() {
         &["q8_0.gguf", "tokenizer.ggml.model"],
     );
 }
+
+#[test]
+fn params_quant_refuses_unknown_schemes_and_a_config_without_a_context() {
+    let dir = copy_good("quant");
+    let config = dir.join("config.json");
+    refused(
+        &["params", s(&config), "--quant", "q3_k_xl"],
+        &["--quant", "q3_k_xl", "q4_k_m"],
+    );
+    let mut cfg: Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    cfg.as_object_mut()
+        .unwrap()
+        .remove("max_position_embeddings");
+    std::fs::write(&config, cfg.to_string()).unwrap();
+    refused(
+        &["params", s(&config), "--quant", "q4_k_m"],
+        &["config.json", "max_position_embeddings"],
+    );
+    // Without --quant the same config is still counted.
+    let (code, out, err) = run_within(&["params", s(&config)], 30);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("total"), "{out}");
+}

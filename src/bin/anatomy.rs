@@ -44,6 +44,11 @@ enum Command {
         config: PathBuf,
         #[arg(long)]
         json: bool,
+        /// Also estimate a llama.cpp GGUF file of the model: its size, and its memory with
+        /// the KV cache at the config's context (q4_k_m, q5_k_m, q6_k, q8_0, q4_0, bf16,
+        /// and llama.cpp's other file types: f32, f16, q4_1, q5_0, q5_1, q4_k_s, q5_k_s).
+        #[arg(long, value_name = "SCHEME", value_parser = parse_quant)]
+        quant: Option<llm_anatomy::quant::mix::FileType>,
     },
     /// Token ids of TEXT with a Qwen vocabulary (tiktoken file or tokenizer.json);
     /// special tokens such as <|im_start|> are recognised.
@@ -333,15 +338,28 @@ fn run(command: Command) -> anyhow::Result<()> {
                 println!("{}", p.display());
             }
         }
-        Command::Params { config, json } => {
+        Command::Params {
+            config,
+            json,
+            quant,
+        } => {
+            use llm_anatomy::params::quant as q;
             let report = llm_anatomy::params::report::config_report_file(&config)?;
+            let estimate = quant.map(|s| q::estimate_file(&config, s)).transpose()?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                let mut value = serde_json::to_value(&report)?;
+                if let (Some(e), Some(map)) = (&estimate, value.as_object_mut()) {
+                    map.insert("quant".into(), serde_json::to_value(e)?);
+                }
+                println!("{}", serde_json::to_string_pretty(&value)?);
             } else {
                 print!(
                     "{}",
                     llm_anatomy::params::report::config_text_report(&report)
                 );
+                if let Some(e) = &estimate {
+                    print!("{}", q::text_block(e));
+                }
             }
         }
         Command::Tokenize {
@@ -648,4 +666,13 @@ fn with_model<T>(
     };
     bar.finish_and_clear();
     f(&model)
+}
+
+/// `--quant`: one of llama.cpp's file types, by the name `llama-quantize` takes.
+fn parse_quant(s: &str) -> Result<llm_anatomy::quant::mix::FileType, String> {
+    use llm_anatomy::quant::mix::{ALL_FILE_TYPES, FileType};
+    FileType::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = ALL_FILE_TYPES.iter().map(|q| q.name()).collect();
+        format!("unknown scheme {s:?}; one of {}", names.join(", "))
+    })
 }

@@ -173,6 +173,7 @@ mod long_context;
 mod moe;
 mod optim;
 mod position;
+mod quant;
 mod qwen3;
 mod tokenizer;
 
@@ -185,6 +186,7 @@ pub const ENTRIES: &[&[Entry]] = &[
     qwen3::ENTRIES,
     optim::ENTRIES,
     chat::ENTRIES,
+    quant::ENTRIES,
 ];
 
 /// Seeded N(0, 1) vector of length `n` (inputs of the numeric checks).

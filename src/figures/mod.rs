@@ -1,6 +1,7 @@
 //! Every figure of the book, one function each, drawn with plotters into SVG; one file per
 //! chapter (1–2 position, 3 long context, 4 tokenizer, 5 MoE, 6 parameters, 7 optimisers,
-//! 9 the forward pass), each plotting what its chapter computes from the source's sections.
+//! 9 the forward pass, 11 quantisation), each plotting what its chapter computes from the
+//! source's sections.
 //! `anatomy figures` (and `anatomy tour`) write them into `figures/`; notebooks show
 //! them inline with [`show`]. Text needs a registered font, so the DejaVu Sans face is
 //! compiled in: no system font is needed.
@@ -13,6 +14,7 @@ mod moe;
 mod optim;
 mod params;
 mod position;
+mod quant;
 mod qwen3;
 mod tokenizer;
 
@@ -98,6 +100,11 @@ pub const FIGURES: &[Figure] = &[
         name: "qwen3_word_experts",
         size: (1000, 420),
         draw: qwen3::qwen3_word_experts,
+    },
+    Figure {
+        name: "quant_error",
+        size: (820, 460),
+        draw: quant::quant_error,
     },
 ];
 

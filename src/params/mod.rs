@@ -24,6 +24,8 @@
 //! `moe.scale_13b_671b`, `rope.no_parameters` (no tensor for positions).
 
 pub mod config;
+pub mod quant;
+pub mod quant_error;
 pub mod report;
 pub mod tensors;
 
