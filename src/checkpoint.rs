@@ -84,18 +84,9 @@ fn file_error(file: &Path, problem: CheckpointProblem) -> Error {
     }
 }
 
-/// A problem with one tensor of a file.
+/// A problem with one tensor of a file (a long name cut: [`Error::tensor`]).
 fn tensor_error(file: &Path, tensor: &str, problem: CheckpointProblem) -> Error {
-    // A name of a megabyte makes a message of a megabyte: cut it.
-    let tensor = match tensor.char_indices().nth(crate::error::EXCERPT_CHARS * 2) {
-        None => tensor.to_string(),
-        Some((cut, _)) => format!("{}… ({} bytes)", &tensor[..cut], tensor.len()),
-    };
-    Error::Checkpoint {
-        file: file.to_path_buf(),
-        tensor: Some(tensor),
-        problem,
-    }
+    Error::tensor(file, tensor, problem)
 }
 
 fn malformed(file: &Path, detail: impl Into<String>) -> Error {

@@ -81,6 +81,20 @@ impl Error {
         }
     }
 
+    /// A problem with one tensor of a checkpoint or GGUF file. A name of a megabyte would
+    /// make a message of a megabyte, so a long one is cut.
+    pub fn tensor(file: &Path, tensor: &str, problem: CheckpointProblem) -> Self {
+        let tensor = match tensor.char_indices().nth(EXCERPT_CHARS * 2) {
+            None => tensor.to_string(),
+            Some((cut, _)) => format!("{}… ({} bytes)", &tensor[..cut], tensor.len()),
+        };
+        Error::Checkpoint {
+            file: file.to_path_buf(),
+            tensor: Some(tensor),
+            problem,
+        }
+    }
+
     /// True when the error is the user's input (exit code 2) rather than ours (exit code 1).
     pub fn is_bad_input(&self) -> bool {
         !matches!(self, Error::Figure { .. } | Error::Write { .. })

@@ -5,6 +5,8 @@
 //! bounded header and metadata overhead. (The tensor bytes are exact: llama.cpp's sizes
 //! minus ours leave 1,504–2,464 bytes of header, infos and keys.)
 
+mod common;
+
 use llm_anatomy::params::ModelConfig;
 use llm_anatomy::params::quant::{MODEL_KEYS_BYTES, estimate, overhead_bound, plan};
 use llm_anatomy::quant::mix::FileType;
@@ -62,13 +64,9 @@ fn estimate_matches_llama_cpp_files() {
 #[test]
 fn cli_prints_the_estimate_in_text_and_json() {
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/configs/qwen3-30b-a3b.json");
+    let config = config.to_str().unwrap();
     let run = |extra: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_anatomy"))
-            .arg("params")
-            .arg(&config)
-            .args(extra)
-            .output()
-            .unwrap();
+        let out = common::anatomy(&[&["params", config], extra].concat());
         assert!(
             out.status.success(),
             "{}",

@@ -98,17 +98,9 @@ pub(super) fn malformed(file: &Path, detail: impl Into<String>) -> Error {
     file_error(file, CheckpointProblem::Malformed(detail.into()))
 }
 
-/// A problem with one tensor; a long name is cut (it is refused past 63 bytes anyway).
+/// A problem with one tensor of a file (a long name cut: [`Error::tensor`]).
 fn tensor_error(file: &Path, tensor: &str, problem: CheckpointProblem) -> Error {
-    let tensor = match tensor.char_indices().nth(crate::error::EXCERPT_CHARS * 2) {
-        None => tensor.to_string(),
-        Some((cut, _)) => format!("{}… ({} bytes)", &tensor[..cut], tensor.len()),
-    };
-    Error::Checkpoint {
-        file: file.to_path_buf(),
-        tensor: Some(tensor),
-        problem,
-    }
+    Error::tensor(file, tensor, problem)
 }
 
 /// A cursor over the file's bytes that reports every short read as truncation, saying
