@@ -410,7 +410,7 @@ pub fn quantize_checkpoint(
 }
 
 /// The bytes of one output tensor, handed to `sink` a block of rows at a time (about
-/// [`BLOCK_ELEMENTS`] weights, quantised in parallel): its parts, widened and quantised. So
+/// `BLOCK_ELEMENTS` weights, quantised in parallel): its parts, widened and quantised. So
 /// the converter holds a few megabytes, never a whole tensor.
 pub fn write_rows(
     ckpt: &Checkpoint,
