@@ -603,6 +603,8 @@ fn run(command: Command) -> anyhow::Result<()> {
             } else {
                 print!("{}", llm_anatomy::bench::text_report(&report));
             }
+            // After the report, so the figures that disagree are on screen; exit 1 (ours).
+            llm_anatomy::bench::check_ceiling(&report)?;
         }
         Command::Quantize {
             model_dir,

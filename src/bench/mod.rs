@@ -7,7 +7,9 @@
 //! multiply-add for every active parameter of every token, plus attention, so its ceiling is
 //! the f32 FMA peak divided by those FLOPs. [`run`] measures both limits (a STREAM-style
 //! read and triad, a register-resident FMA loop) and the model's prefill and decode rates on
-//! the same machine, and reports the fraction of each ceiling reached.
+//! the same machine, and reports the fraction of each ceiling reached. The read ceiling is
+//! the best of several access patterns ([`probes`]), including the engine's own matvec over
+//! anonymous and memory-mapped memory; [`check_ceiling`] refuses a decode that beats it.
 
 use crate::error::{Error, Result};
 use crate::kernels::{Matrix, WeightData};
@@ -18,6 +20,9 @@ use serde::Serialize;
 use std::path::Path;
 use std::time::Instant;
 
+pub mod probes;
+pub use probes::ReadPattern;
+
 /// What to measure.
 #[derive(Clone, Copy, Debug)]
 pub struct BenchOptions {
@@ -27,8 +32,11 @@ pub struct BenchOptions {
     pub gen_tokens: usize,
     /// Worker threads (rayon pool and the machine probes).
     pub threads: usize,
-    /// Bytes of the buffer the bandwidth probe streams (must dwarf the caches).
+    /// Bytes of the buffers the read patterns and the triad stream (must dwarf the caches).
     pub stream_bytes: usize,
+    /// Bytes of the random bf16 matrix the matvec patterns read (must dwarf the caches; it
+    /// is also written once to a temporary file and memory-mapped).
+    pub matvec_bytes: usize,
     /// Repetitions of the prefill and of the decode run; the median is reported.
     pub reps: usize,
 }
@@ -40,6 +48,7 @@ impl Default for BenchOptions {
             gen_tokens: 32,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             stream_bytes: 512 << 20,
+            matvec_bytes: 512 << 20,
             reps: 3,
         }
     }
@@ -49,9 +58,14 @@ impl Default for BenchOptions {
 #[derive(Clone, Debug, Serialize)]
 pub struct Machine {
     pub threads: usize,
-    /// Summing a buffer far larger than the caches, all threads (GB/s, 1e9 bytes).
+    /// The decode ceiling's bandwidth: the best of [`Machine::read_patterns`], all threads
+    /// (GB/s, 1e9 bytes).
     pub mem_read_gb_s: f64,
-    /// The same on one thread.
+    /// Which pattern reached it.
+    pub mem_read_pattern: String,
+    /// Every read pattern over buffers far larger than the caches, best of its passes.
+    pub read_patterns: Vec<ReadPattern>,
+    /// The best streaming pattern on one thread.
     pub mem_read_1t_gb_s: f64,
     /// STREAM triad `a = b + s·c`, counted as 3 arrays moved (GB/s).
     pub mem_triad_gb_s: f64,
@@ -62,6 +76,15 @@ pub struct Machine {
     /// Which FMA loop ran: the widest the matmul kernels use ("avx512f", "avx2+fma" or
     /// "scalar"), so the ceiling is the one our kernels could reach.
     pub fma_kernel: &'static str,
+    /// Int8 dot products (u8 × i8 multiply-adds, 2 ops each), all threads (GOP/s); `None`
+    /// when the CPU has no such instructions.
+    pub int8_gop_s: Option<f64>,
+    /// "avx512vnni", "avxvnni", "avx2" or "not supported by this CPU".
+    pub int8_kernel: &'static str,
+    /// Bf16 dot products (`vdpbf16ps`, 2 FLOPs per pair), all threads (GFLOP/s).
+    pub bf16_gflop_s: Option<f64>,
+    /// "avx512bf16" or "not supported by this CPU".
+    pub bf16_kernel: &'static str,
 }
 
 /// Work per token implied by the model's shapes.
@@ -177,7 +200,7 @@ fn run_in_pool(dir: &Path, opts: &BenchOptions) -> Result<BenchReport> {
     }
     // Read before the machine probes, whose buffers would otherwise set the high-water mark.
     let peak_rss_bytes = peak_rss_bytes().unwrap_or(0);
-    let machine = measure_machine(opts.threads, opts.stream_bytes);
+    let machine = measure_machine(opts.threads, opts.stream_bytes, opts.matvec_bytes)?;
 
     let (prefill_tok_s, decode_tok_s) = (median(&prefill_runs), median(&decode_runs));
     let decode_ceiling = machine.mem_read_gb_s * 1e9 / work.decode_bytes_per_token;
@@ -281,209 +304,107 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// Measures read and triad bandwidth and the FMA peak with `threads` workers.
-pub fn measure_machine(threads: usize, stream_bytes: usize) -> Machine {
-    let (fma_1, kernel) = fma_peak(1);
-    let (fma_all, _) = fma_peak(threads);
-    let (read_all, triad) = stream(threads, stream_bytes);
-    let (read_1, _) = stream(1, stream_bytes);
-    Machine {
+/// Measures the read patterns, the triad and the compute peaks with `threads` workers;
+/// the matvec patterns run on the current rayon pool ([`run`] installs one of `threads`).
+pub fn measure_machine(
+    threads: usize,
+    stream_bytes: usize,
+    matvec_bytes: usize,
+) -> Result<Machine> {
+    let fma_1 = probes::fma_peak(1);
+    let fma_all = probes::fma_peak(threads);
+    let int8 = probes::int8_peak(threads);
+    let bf16 = probes::bf16_peak(threads);
+    let (mut read_patterns, triad) = probes::stream(threads, stream_bytes);
+    let (read_1t, _) = probes::stream(1, stream_bytes);
+    read_patterns.extend(probes::matvec_patterns(matvec_bytes)?);
+    let best = best_pattern(&read_patterns);
+    Ok(Machine {
         threads,
-        mem_read_gb_s: read_all,
-        mem_read_1t_gb_s: read_1,
+        mem_read_gb_s: best.gb_s,
+        mem_read_pattern: best.name.clone(),
+        read_patterns,
+        mem_read_1t_gb_s: best_pattern(&read_1t).gb_s,
         mem_triad_gb_s: triad,
         fma_gflop_s_per_core: fma_1,
         fma_gflop_s: fma_all,
-        fma_kernel: kernel,
-    }
+        fma_kernel: probes::fma_kernel(),
+        int8_gop_s: int8,
+        int8_kernel: probes::int8_kernel(),
+        bf16_gflop_s: bf16,
+        bf16_kernel: probes::bf16_kernel(),
+    })
 }
 
-// ANCHOR: stream
-/// (read GB/s, triad GB/s), best of a few passes, with the buffer split across `threads`
-/// scoped threads so each streams its own contiguous part.
-fn stream(threads: usize, bytes: usize) -> (f64, f64) {
-    let n = (bytes / 4 / 3).max(1 << 16);
-    let b: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
-    let c: Vec<f32> = (0..n).map(|i| (i % 5) as f32).collect();
-    let mut a = vec![0.0f32; n];
-    let chunk = n.div_ceil(threads);
-    let mut best_read = 0.0f64;
-    let mut best_triad = 0.0f64;
-    let mut sink = 0.0f32;
-    for _ in 0..4 {
-        // Read: sum b and c (2 arrays, 8 bytes per index).
-        let t = Instant::now();
-        let s: f32 = std::thread::scope(|sc| {
-            let hs: Vec<_> = b
-                .chunks(chunk)
-                .zip(c.chunks(chunk))
-                .map(|(x, y)| sc.spawn(move || sum_streams(x) + sum_streams(y)))
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap_or(0.0)).sum()
+/// The fastest pattern (the list is never empty: [`probes::stream`] returns four).
+fn best_pattern(patterns: &[ReadPattern]) -> &ReadPattern {
+    patterns
+        .iter()
+        .max_by(|a, b| a.gb_s.total_cmp(&b.gb_s))
+        .unwrap_or(&patterns[0])
+}
+
+// ANCHOR: check_ceiling
+/// A decode that reads weights faster than the probe could read memory: the probe was not
+/// a ceiling, a measurement fault of ours (the CLI exits 1 after printing the report).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "bench: the decode rate implies {implied_gb_s:.1} GB/s of weight reads, more than the \
+     read ceiling of {ceiling_gb_s:.1} GB/s (pattern: {pattern}) by over 5 %: the \
+     bandwidth probe is not a ceiling on this machine"
+)]
+pub struct CeilingExceeded {
+    pub implied_gb_s: f64,
+    pub ceiling_gb_s: f64,
+    pub pattern: String,
+}
+
+/// Decode steps reading fewer bytes than this may be served from the last-level cache,
+/// which no DRAM probe bounds, so [`check_ceiling`] does not judge them.
+pub const CACHE_RESIDENT_BYTES: f64 = 256.0 * 1024.0 * 1024.0;
+
+/// Refuses a report whose decode (reading at least [`CACHE_RESIDENT_BYTES`] per token)
+/// implies more than 1.05 × the best read pattern's bandwidth.
+pub fn check_ceiling(r: &BenchReport) -> std::result::Result<(), CeilingExceeded> {
+    let bytes = r.work.decode_bytes_per_token;
+    let implied_gb_s = r.decode_tok_s * bytes / 1e9;
+    if bytes >= CACHE_RESIDENT_BYTES && implied_gb_s > 1.05 * r.machine.mem_read_gb_s {
+        return Err(CeilingExceeded {
+            implied_gb_s,
+            ceiling_gb_s: r.machine.mem_read_gb_s,
+            pattern: r.machine.mem_read_pattern.clone(),
         });
-        best_read = best_read.max(8.0 * n as f64 / t.elapsed().as_secs_f64() / 1e9);
-        sink += s;
-        // Triad: a = b + 3·c (3 arrays moved, 12 bytes per index, as STREAM counts).
-        let t = Instant::now();
-        std::thread::scope(|sc| {
-            for ((a, b), c) in a
-                .chunks_mut(chunk)
-                .zip(b.chunks(chunk))
-                .zip(c.chunks(chunk))
-            {
-                sc.spawn(move || {
-                    for ((a, b), c) in a.iter_mut().zip(b).zip(c) {
-                        *a = b + 3.0 * c;
-                    }
-                });
-            }
-        });
-        best_triad = best_triad.max(12.0 * n as f64 / t.elapsed().as_secs_f64() / 1e9);
     }
-    std::hint::black_box((sink, &a));
-    (best_read, best_triad)
+    Ok(())
 }
-
-/// Sum of `x`, read as 8 interleaved streams (its 8 equal parts advancing together, 16
-/// lanes each): one sequential stream per core leaves the memory system idle between
-/// misses (a core alone reaches about half the machine's bandwidth that way), while the
-/// matmul kernels read several weight rows at once; the probe must reach at least what
-/// they reach to be a ceiling.
-fn sum_streams(x: &[f32]) -> f32 {
-    const S: usize = 8;
-    let part = x.len() / S / 16 * 16;
-    let mut acc = [[0.0f32; 16]; S];
-    for i in (0..part).step_by(16) {
-        for (s, a) in acc.iter_mut().enumerate() {
-            let v = &x[s * part + i..s * part + i + 16];
-            for k in 0..16 {
-                a[k] += v[k];
-            }
-        }
-    }
-    let tail: f32 = x[S * part..].iter().sum();
-    acc.iter().flatten().sum::<f32>() + tail
-}
-// ANCHOR_END: stream
-
-// ANCHOR: fma_peak
-/// (GFLOP/s, kernel name) of `threads` threads each running a register-resident FMA loop.
-fn fma_peak(threads: usize) -> (f64, &'static str) {
-    const ITERS: u64 = 20_000_000;
-    let mut best = 0.0f64;
-    let mut kernel = "scalar";
-    for _ in 0..3 {
-        let t = Instant::now();
-        let results: Vec<(f64, &'static str)> = std::thread::scope(|sc| {
-            let hs: Vec<_> = (0..threads)
-                .map(|i| sc.spawn(move || fma_loop(ITERS, i as f32)))
-                .collect();
-            hs.into_iter()
-                .map(|h| h.join().unwrap_or((0.0, "scalar")))
-                .collect()
-        });
-        let secs = t.elapsed().as_secs_f64();
-        let flops: f64 = results.iter().map(|r| r.0).sum();
-        kernel = results[0].1;
-        best = best.max(flops / secs / 1e9);
-    }
-    (best, kernel)
-}
-
-/// Runs the fastest FMA loop this CPU supports; returns (FLOPs done, kernel name).
-fn fma_loop(iters: u64, seed: f32) -> (f64, &'static str) {
-    #[cfg(target_arch = "x86_64")]
-    if crate::kernels::use_avx512() {
-        // SAFETY: `use_avx512` checked that the CPU supports AVX-512F, the only
-        // requirement of calling a function compiled with that target feature.
-        let s = unsafe { fma_loop_avx512(iters, seed) };
-        std::hint::black_box(s);
-        // The same loop as the matmul's tiles run: 16 lanes per register.
-        return (iters as f64 * 10.0 * 16.0 * 2.0, "avx512f");
-    }
-    #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU supports AVX2 and FMA (checked just above), the only
-        // requirement of calling a function compiled with those target features.
-        let s = unsafe { fma_loop_avx2(iters, seed) };
-        std::hint::black_box(s);
-        // 10 accumulators × 8 lanes × 2 FLOPs per iteration.
-        return (iters as f64 * 10.0 * 8.0 * 2.0, "avx2+fma");
-    }
-    // Portable fallback: 8 independent scalar chains (mul then add, 2 FLOPs each).
-    let mut acc = [seed; 8];
-    let (m, a) = (
-        std::hint::black_box(0.999_999f32),
-        std::hint::black_box(1e-7f32),
-    );
-    for _ in 0..iters {
-        for v in acc.iter_mut() {
-            *v = *v * m + a;
-        }
-    }
-    std::hint::black_box(acc);
-    (iters as f64 * 8.0 * 2.0, "scalar")
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn fma_loop_avx2(iters: u64, seed: f32) -> f32 {
-    use std::arch::x86_64::*;
-    // Ten independent chains: FMA latency (4 cycles) × 2 FMA ports needs at least 8 in flight.
-    let m = _mm256_set1_ps(std::hint::black_box(0.999_999));
-    let a = _mm256_set1_ps(std::hint::black_box(1e-7));
-    let mut r = [_mm256_set1_ps(seed); 10];
-    for _ in 0..iters {
-        for v in r.iter_mut() {
-            *v = _mm256_fmadd_ps(*v, m, a);
-        }
-    }
-    let mut s = _mm256_setzero_ps();
-    for v in r {
-        s = _mm256_add_ps(s, v);
-    }
-    let mut out = [0.0f32; 8];
-    // SAFETY: `out` holds 8 f32, exactly what a 256-bit unaligned store writes.
-    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), s) };
-    out.iter().sum()
-}
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-fn fma_loop_avx512(iters: u64, seed: f32) -> f32 {
-    use std::arch::x86_64::*;
-    let m = _mm512_set1_ps(std::hint::black_box(0.999_999));
-    let a = _mm512_set1_ps(std::hint::black_box(1e-7));
-    let mut r = [_mm512_set1_ps(seed); 10];
-    for _ in 0..iters {
-        for v in r.iter_mut() {
-            *v = _mm512_fmadd_ps(*v, m, a);
-        }
-    }
-    let mut s = _mm512_setzero_ps();
-    for v in r {
-        s = _mm512_add_ps(s, v);
-    }
-    _mm512_reduce_add_ps(s)
-}
-// ANCHOR_END: fma_peak
+// ANCHOR_END: check_ceiling
 
 /// A short human-readable summary of a report.
 pub fn text_report(r: &BenchReport) -> String {
     let m = &r.machine;
-    format!(
-        "machine: {} threads; read {:.1} GB/s ({:.1} on one thread), triad {:.1} GB/s; \
-         FMA {:.0} GFLOP/s ({:.0} per core, {})\n\
+    let rate = |v: Option<f64>, unit: &str, kernel: &str| match v {
+        Some(g) => format!("{g:.0} {unit} ({kernel})"),
+        None => kernel.to_string(),
+    };
+    let mut s = format!(
+        "machine: {} threads; read ceiling {:.1} GB/s ({}; {:.1} on one thread), triad \
+         {:.1} GB/s\n",
+        m.threads, m.mem_read_gb_s, m.mem_read_pattern, m.mem_read_1t_gb_s, m.mem_triad_gb_s,
+    );
+    for p in &m.read_patterns {
+        s += &format!("  read {:<48} {:6.1} GB/s\n", p.name, p.gb_s);
+    }
+    s += &format!(
+        "peaks: f32 FMA {:.0} GFLOP/s ({:.0} per core, {}); int8 dot {}; bf16 dot {}\n\
          model: {} ({}, {:.2} GB)\n\
          prefill {} tokens: {:.1} tok/s (ceiling {:.1}, {:.1} %)\n\
          decode {} tokens:  {:.2} tok/s (ceiling {:.2}, {:.1} %; {:.3} GB read per token)\n\
          peak RSS {:.2} GB ({:.2} × the weights)\n",
-        m.threads,
-        m.mem_read_gb_s,
-        m.mem_read_1t_gb_s,
-        m.mem_triad_gb_s,
         m.fma_gflop_s,
         m.fma_gflop_s_per_core,
         m.fma_kernel,
+        rate(m.int8_gop_s, "GOP/s", m.int8_kernel),
+        rate(m.bf16_gflop_s, "GFLOP/s", m.bf16_kernel),
         r.model_dir,
         r.weights_dtype,
         r.weights_bytes as f64 / 1e9,
@@ -498,5 +419,88 @@ pub fn text_report(r: &BenchReport) -> String {
         r.work.decode_bytes_per_token / 1e9,
         r.peak_rss_bytes as f64 / 1e9,
         r.peak_rss_over_weights,
-    )
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report as `run` builds it, with made-up figures: 10 GB/s read, 1 GB per token.
+    fn fake_report(decode_tok_s: f64, bytes_per_token: f64) -> BenchReport {
+        let machine = Machine {
+            threads: 2,
+            mem_read_gb_s: 10.0,
+            mem_read_pattern: "16 streams per thread".into(),
+            read_patterns: vec![ReadPattern {
+                name: "16 streams per thread".into(),
+                gb_s: 10.0,
+            }],
+            mem_read_1t_gb_s: 6.0,
+            mem_triad_gb_s: 9.0,
+            fma_gflop_s_per_core: 50.0,
+            fma_gflop_s: 100.0,
+            fma_kernel: "avx2+fma",
+            int8_gop_s: Some(200.0),
+            int8_kernel: "avx2",
+            bf16_gflop_s: None,
+            bf16_kernel: probes::NOT_SUPPORTED,
+        };
+        BenchReport {
+            model_dir: "fake".into(),
+            weights_dtype: "bf16".into(),
+            weights_bytes: 2_000_000_000,
+            prompt_len: 8,
+            gen_tokens: 4,
+            threads: 2,
+            machine,
+            work: Work {
+                decode_bytes_per_token: bytes_per_token,
+                active_params_per_token: bytes_per_token / 2.0,
+                lm_head_params: 0.0,
+                prefill_flops_per_token: bytes_per_token,
+            },
+            reps: 1,
+            prefill_tok_s: 1.0,
+            decode_tok_s,
+            prefill_runs: vec![1.0],
+            decode_runs: vec![decode_tok_s],
+            mem_bandwidth_gb_s: 10.0,
+            decode_ceiling_tok_s: 10.0e9 / bytes_per_token,
+            decode_roofline_fraction: decode_tok_s * bytes_per_token / 10.0e9,
+            prefill_ceiling_tok_s: 100.0,
+            prefill_roofline_fraction: 0.01,
+            peak_rss_bytes: 1,
+            peak_rss_over_weights: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_decode_past_the_ceiling_by_over_5_percent_is_refused() {
+        // 10.4 GB/s implied: within 5 % of the 10 GB/s ceiling.
+        assert_eq!(check_ceiling(&fake_report(10.4, 1e9)), Ok(()));
+        let err = check_ceiling(&fake_report(10.6, 1e9)).unwrap_err();
+        assert_eq!(err.pattern, "16 streams per thread");
+        assert!((err.implied_gb_s - 10.6).abs() < 1e-9);
+        let msg = err.to_string();
+        assert!(
+            msg.contains("10.6 GB/s") && msg.contains("10.0 GB/s"),
+            "{msg}"
+        );
+        assert!(msg.contains("16 streams per thread"), "{msg}");
+        // A step small enough to sit in the caches is not judged.
+        assert_eq!(check_ceiling(&fake_report(1e4, 1e6)), Ok(()));
+    }
+
+    #[test]
+    fn the_text_report_lists_every_pattern_and_the_peaks() {
+        let t = text_report(&fake_report(5.0, 1e9));
+        assert!(
+            t.contains("read ceiling 10.0 GB/s (16 streams per thread"),
+            "{t}"
+        );
+        assert!(t.contains("int8 dot 200 GOP/s (avx2)"), "{t}");
+        assert!(t.contains("bf16 dot not supported by this CPU"), "{t}");
+    }
 }
