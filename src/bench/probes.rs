@@ -141,9 +141,11 @@ pub fn matvec_patterns(bytes: usize) -> Result<Vec<ReadPattern>> {
     };
     let in_memory = time(&weights, &mut out);
 
-    let file = TempFile(
-        std::env::temp_dir().join(format!("anatomy-bench-probe-{}.bin", std::process::id())),
-    );
+    // The process id and a per-process count: two probes (tests in threads) never collide.
+    static COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let nth = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("anatomy-bench-probe-{}-{nth}.bin", std::process::id());
+    let file = TempFile(std::env::temp_dir().join(name));
     let write_err = |source| Error::Write {
         path: file.0.clone(),
         source,
@@ -165,9 +167,11 @@ pub fn matvec_patterns(bytes: usize) -> Result<Vec<ReadPattern>> {
         source,
     };
     let f = std::fs::File::open(&file.0).map_err(read_err)?;
-    // SAFETY: the file is the one just created with `create_new` under this process's id;
-    // nothing in this process writes it while the map lives, and it is removed (by
-    // `TempFile`) only after the map is dropped, so the mapped bytes stay valid and fixed.
+    // SAFETY: the file is the one just created with `create_new` under this process's id
+    // and count; nothing in this process writes it while the map lives, and `TempFile`
+    // removes it only after the map is dropped, so the mapped bytes stay valid and fixed
+    // (only another process deliberately writing this private file could change them, the
+    // same assumption every memory-mapped checkpoint of the crate makes).
     let map = unsafe { memmap2::Mmap::map(&f) }.map_err(read_err)?;
     let mapped: &[half::bf16] = bytemuck::try_cast_slice(&map[..]).map_err(|e| {
         read_err(std::io::Error::other(format!(
