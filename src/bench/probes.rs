@@ -323,7 +323,6 @@ fn fma_loop_avx512(iters: u64, seed: f32) -> f32 {
 }
 // ANCHOR_END: fma_peak
 
-// ANCHOR: dot_peaks
 /// The int8 dot-product instructions this CPU has: "avx512vnni" (`vpdpbusd`, 512 bits),
 /// "avxvnni" (`vpdpbusd`, 256 bits), "avx2" (`vpmaddubsw` + `vpmaddwd` + `vpaddd`), or
 /// "not supported by this CPU".
@@ -410,6 +409,7 @@ fn bf16_loop(iters: u64, seed: u32) -> f64 {
     0.0
 }
 
+// ANCHOR: dot_peaks
 /// AVX2 has no int8 dot instruction: `vpmaddubsw` multiplies u8 by i8 into pairs summed
 /// as i16, `vpmaddwd` by ones widens them to i32 sums of four, `vpaddd` accumulates. Each
 /// chain feeds its own accumulator back as the u8 operand, so no product is loop-invariant
