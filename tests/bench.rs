@@ -47,6 +47,27 @@ fn bench_tiny_reports_sane_rates_and_fractions() {
         r.mem_bandwidth_gb_s * 1e9 / r.work.decode_bytes_per_token
     );
     assert!(r.peak_rss_bytes > 0);
+    // The ceiling is the best of every pattern, and every pattern is kept.
+    let m = &r.machine;
+    assert_eq!(m.read_patterns.len(), 6, "{:?}", m.read_patterns);
+    let best = m.read_patterns.iter().map(|p| p.gb_s).fold(0.0, f64::max);
+    assert_eq!(m.mem_read_gb_s, best);
+    assert!(m.read_patterns.iter().any(|p| p.name == m.mem_read_pattern));
+    assert!(
+        m.read_patterns
+            .iter()
+            .all(|p| p.gb_s.is_finite() && p.gb_s > 0.0)
+    );
+    assert_eq!(
+        m.int8_gop_s.is_some(),
+        m.int8_kernel != bench::probes::NOT_SUPPORTED
+    );
+    assert_eq!(
+        m.bf16_gflop_s.is_some(),
+        m.bf16_kernel != bench::probes::NOT_SUPPORTED
+    );
+    // The tiny model's decode step is far below the cache-resident size: never judged.
+    assert!(bench::check_ceiling(&r).is_ok());
 }
 
 /// Bytes and FLOPs per token recomputed here from config.json's numbers.
@@ -114,6 +135,9 @@ fn cli_bench_json() {
         assert!(v[key].as_f64().unwrap() > 0.0, "{key}");
     }
     assert_eq!(v["gen"], 2);
+    let patterns = v["machine"]["read_patterns"].as_array().unwrap();
+    assert!(patterns.iter().all(|p| p["gb_s"].as_f64().unwrap() > 0.0));
+    assert!(v["machine"]["int8_kernel"].is_string() && v["machine"]["bf16_kernel"].is_string());
 }
 
 #[test]

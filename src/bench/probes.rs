@@ -19,6 +19,9 @@ pub struct ReadPattern {
 /// Timed passes per pattern; the fastest counts (the others were disturbed by something).
 const PASSES: usize = 4;
 
+/// A summing loop of one access pattern.
+type SumFn = fn(&[f32]) -> f32;
+
 // ANCHOR: stream
 /// Read patterns over two arrays of `bytes / 3` each (plus the triad `a = b + 3·c` over a
 /// third), split across `threads` scoped threads so each reads its own contiguous part:
@@ -29,7 +32,7 @@ pub fn stream(threads: usize, bytes: usize) -> (Vec<ReadPattern>, f64) {
     let c: Vec<f32> = (0..n).map(|i| (i % 5) as f32).collect();
     let mut a = vec![0.0f32; n];
     let chunk = n.div_ceil(threads);
-    let kinds: [(&str, fn(&[f32]) -> f32); 4] = [
+    let kinds: [(&str, SumFn); 4] = [
         ("sequential", sum_streams::<1>),
         ("8 streams per thread", sum_streams::<8>),
         ("16 streams per thread", sum_streams::<16>),
