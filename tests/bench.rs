@@ -16,7 +16,6 @@ fn opts() -> BenchOptions {
         gen_tokens: 3,
         threads: 2,
         stream_bytes: 48 << 20,
-        matvec_bytes: 4 << 20,
         reps: 2,
     }
 }

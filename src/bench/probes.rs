@@ -109,16 +109,17 @@ fn sum_streams<const S: usize>(x: &[f32]) -> f32 {
 /// projections and LM head have rows of this length).
 const PROBE_COLS: usize = 2048;
 
-/// The decode step's own access pattern: [`Matrix::matmul`] with one input row over a
-/// random bf16 matrix of about `bytes` bytes, its rows split over the current rayon pool's
-/// threads as the engine splits them. Returns two patterns: the matrix in anonymous memory,
-/// and the same bytes in a memory-mapped temporary file (as a checkpoint is read), made
-/// resident by one untimed pass before the timed ones.
-pub fn matvec_patterns(bytes: usize) -> Result<Vec<ReadPattern>> {
+/// Names of the two matvec patterns.
+pub const IN_MEMORY_PATTERN: &str = "matvec (bf16, engine kernel)";
+pub const MAPPED_PATTERN: &str = "matvec over mmap'd file (page cache resident)";
+
+/// A random bf16 matrix of about `bytes` bytes (at least 16 rows) of [`PROBE_COLS`]
+/// columns: (weights, rows).
+fn probe_matrix(bytes: usize) -> (Vec<half::bf16>, usize) {
     let rows = (bytes / 2 / PROBE_COLS).max(16);
-    let len = rows * PROBE_COLS; // at most bytes / 2: no overflow
+    let len = rows * PROBE_COLS; // at most max(bytes / 2, 16 · PROBE_COLS): no overflow
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let weights: Vec<half::bf16> = (0..len)
+    let weights = (0..len)
         .map(|_| {
             state ^= state << 13;
             state ^= state >> 7;
@@ -127,23 +128,42 @@ pub fn matvec_patterns(bytes: usize) -> Result<Vec<ReadPattern>> {
             half::bf16::from_f32((state >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
         })
         .collect();
+    (weights, rows)
+}
+
+/// GB/s of [`Matrix::matmul`] with one input row over `weights` (`rows` × [`PROBE_COLS`]),
+/// its rows split over the current rayon pool's threads as the engine splits them: the
+/// matrix's bytes over the time, best of [`PASSES`] after one untimed pass (pages resident,
+/// threads awake).
+fn time_matvec(weights: &[half::bf16], rows: usize) -> f64 {
     let x: Vec<f32> = (0..PROBE_COLS).map(|i| (i % 13) as f32 / 13.0).collect();
     let mut out = vec![0.0f32; rows];
-    let read_bytes = (len * 2) as f64;
-    let time = |w: &[half::bf16], out: &mut [f32]| {
-        let m = Matrix::bf16(w, rows, PROBE_COLS);
-        m.matmul(&x, out); // untimed: pages resident, threads awake
-        let mut best = 0.0f64;
-        for _ in 0..PASSES {
-            let t = Instant::now();
-            m.matmul(&x, out);
-            best = best.max(read_bytes / t.elapsed().as_secs_f64() / 1e9);
-        }
-        std::hint::black_box(&*out);
-        best
-    };
-    let in_memory = time(&weights, &mut out);
+    let m = Matrix::bf16(weights, rows, PROBE_COLS);
+    m.matmul(&x, &mut out);
+    let mut best = 0.0f64;
+    for _ in 0..PASSES {
+        let t = Instant::now();
+        m.matmul(&x, &mut out);
+        best = best.max((weights.len() * 2) as f64 / t.elapsed().as_secs_f64() / 1e9);
+    }
+    std::hint::black_box(&out);
+    best
+}
 
+/// The decode step's own access pattern over a matrix of about `bytes` in anonymous memory.
+pub fn matvec_in_memory(bytes: usize) -> ReadPattern {
+    let (weights, rows) = probe_matrix(bytes);
+    ReadPattern {
+        name: IN_MEMORY_PATTERN.into(),
+        gb_s: time_matvec(&weights, rows),
+    }
+}
+
+/// The same over the matrix written once to a temporary file and memory-mapped, as a
+/// checkpoint is read; the file was just written, so its pages are in the page cache, and
+/// the untimed pass maps them all before the timed ones.
+pub fn matvec_mapped(bytes: usize) -> Result<ReadPattern> {
+    let (weights, rows) = probe_matrix(bytes);
     // The process id and a per-process count: two probes (tests in threads) never collide.
     static COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let nth = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -164,6 +184,7 @@ pub fn matvec_patterns(bytes: usize) -> Result<Vec<ReadPattern>> {
         f.write_all(bytemuck::cast_slice(&weights))
             .map_err(write_err)?;
     }
+    let len = weights.len();
     drop(weights);
     let read_err = |source| Error::Io {
         path: file.0.clone(),
@@ -184,18 +205,12 @@ pub fn matvec_patterns(bytes: usize) -> Result<Vec<ReadPattern>> {
     if mapped.len() != len {
         return Err(read_err(std::io::Error::other("mapped length differs")));
     }
-    let mapped_gb_s = time(mapped, &mut out);
+    let gb_s = time_matvec(mapped, rows);
     drop(map);
-    Ok(vec![
-        ReadPattern {
-            name: "matvec (bf16, engine kernel)".into(),
-            gb_s: in_memory,
-        },
-        ReadPattern {
-            name: "matvec over mmap'd file (page cache resident)".into(),
-            gb_s: mapped_gb_s,
-        },
-    ])
+    Ok(ReadPattern {
+        name: MAPPED_PATTERN.into(),
+        gb_s,
+    })
 }
 
 /// A temporary file removed when dropped (also on an error's early return).
@@ -539,8 +554,7 @@ mod tests {
 
     #[test]
     fn matvec_patterns_run_on_a_tiny_matrix() {
-        let p = matvec_patterns(1 << 20).unwrap();
-        assert_eq!(p.len(), 2);
+        let p = [matvec_in_memory(1 << 20), matvec_mapped(1 << 20).unwrap()];
         for r in &p {
             assert!(r.gb_s > 0.0 && r.gb_s.is_finite(), "{r:?}");
         }
