@@ -54,8 +54,9 @@ pub fn quantise_activations(max_tokens: usize) -> bool {
 /// is no int8 kernel for it (the f32 path runs).
 pub fn activation_block(ty: GgmlType) -> Option<usize> {
     match ty {
-        GgmlType::Q8_0 | GgmlType::Q4_0 => Some(QK8_0),
-        GgmlType::Q4_K | GgmlType::Q6_K => Some(QK_K),
+        // The K types too: a 32-value activation block per Q4_K sub-block (two of Q6_K's)
+        // keeps the activations' error below that of llama.cpp's 256-value Q8_K blocks.
+        GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_K | GgmlType::Q6_K => Some(QK8_0),
         _ => None,
     }
 }
@@ -195,36 +196,31 @@ fn dot_q4_0(row: &[u8], x: ActRow) -> f32 {
     acc
 }
 
-/// Q4_K: `w = d·sc_s·q − dmin·m_s` per 32-weight sub-block `s`, so a super-block's dot is
-/// `dx · (d · Σ_s sc_s Σ q·x̂q − dmin · Σ_s m_s Σ x̂q)`, the second sum from the per-16 sums.
+/// Q4_K: `w = d·sc_s·q − dmin·m_s` per 32-weight sub-block `s`, which is one activation
+/// block `j`, so its dot is `dx_j · (d·sc_s · Σ q·x̂q − dmin·m_s · Σ x̂q)`, the second sum
+/// from the per-16 sums.
 fn dot_q4_k(row: &[u8], x: ActRow) -> f32 {
     let mut acc = 0.0f32;
     for (b, blk) in row.chunks_exact(Q4_K_BYTES).enumerate() {
         let (d, dmin, scales, qs) = (f16_at(blk), f16_at(&blk[2..]), &blk[4..16], &blk[16..]);
-        let xq = &x.qs[b * QK_K..][..QK_K];
-        let bs = &x.sums[b * 16..][..16];
-        let (mut sumi, mut summ) = (0i32, 0i32);
-        for c in 0..4 {
-            let q = &qs[32 * c..][..32];
-            let (sc_lo, m_lo) = scale_min_k4(2 * c, scales);
-            let (sc_hi, m_hi) = scale_min_k4(2 * c + 1, scales);
-            let (mut lo, mut hi) = (0i32, 0i32);
-            for l in 0..32 {
-                lo += (q[l] & 0x0f) as i32 * xq[64 * c + l] as i32;
-                hi += (q[l] >> 4) as i32 * xq[64 * c + 32 + l] as i32;
-            }
-            sumi += sc_lo as i32 * lo + sc_hi as i32 * hi;
-            let s_lo = bs[4 * c] as i32 + bs[4 * c + 1] as i32;
-            let s_hi = bs[4 * c + 2] as i32 + bs[4 * c + 3] as i32;
-            summ += m_lo as i32 * s_lo + m_hi as i32 * s_hi;
+        for s in 0..8 {
+            let j = 8 * b + s;
+            let q = &qs[32 * (s / 2)..][..32];
+            let xq = &x.qs[32 * j..][..32];
+            let shift = 4 * (s % 2); // even sub-blocks in the low nibbles
+            let isum: i32 = (0..32)
+                .map(|l| ((q[l] >> shift) & 0x0f) as i32 * xq[l] as i32)
+                .sum();
+            let xsum = x.sums[2 * j] as i32 + x.sums[2 * j + 1] as i32;
+            let (sc, m) = scale_min_k4(s, scales);
+            acc += x.d[j] * ((d * sc as f32) * isum as f32 - (dmin * m as f32) * xsum as f32);
         }
-        acc += (d * x.d[b]) * sumi as f32 - (dmin * x.d[b]) * summ as f32;
     }
     acc
 }
 
-/// Q6_K: `w = d·sc_s·(q − 32)` per 16-weight sub-block `s`, so a super-block's dot is
-/// `d · dx · (Σ_s sc_s Σ q·x̂q − 32 Σ_s sc_s Σ x̂q)`.
+/// Q6_K: `w = d·sc_s·(q − 32)` per 16-weight sub-block `s`; activation block `j` covers
+/// sub-blocks `2j, 2j + 1`, so its dot is `d · dx_j · Σ_s sc_s (Σ q·x̂q − 32 Σ x̂q)`.
 fn dot_q6_k(row: &[u8], x: ActRow) -> f32 {
     let mut acc = 0.0f32;
     for (b, blk) in row.chunks_exact(Q6_K_BYTES).enumerate() {
@@ -232,7 +228,6 @@ fn dot_q6_k(row: &[u8], x: ActRow) -> f32 {
         let (qh, rest) = rest.split_at(QK_K / 4);
         let (scales, d) = rest.split_at(QK_K / 16);
         let xq = &x.qs[b * QK_K..][..QK_K];
-        let bs = &x.sums[b * 16..][..16];
         let mut sub = [0i32; 16]; // Σ q·x̂q per sub-block
         for h in 0..2 {
             let (ql, qh) = (&ql[64 * h..][..64], &qh[32 * h..][..32]);
@@ -249,13 +244,14 @@ fn dot_q6_k(row: &[u8], x: ActRow) -> f32 {
                 }
             }
         }
-        let (mut sumi, mut sums) = (0i32, 0i32);
-        for s in 0..16 {
-            let sc = scales[s] as i8 as i32;
-            sumi += sc * sub[s];
-            sums += sc * bs[s] as i32;
+        for j8 in 0..8 {
+            let j = 8 * b + j8;
+            let (s0, s1) = (2 * j8, 2 * j8 + 1);
+            let (c0, c1) = (scales[s0] as i8 as i32, scales[s1] as i8 as i32);
+            let sums = c0 * x.sums[2 * j] as i32 + c1 * x.sums[2 * j + 1] as i32;
+            let isum = c0 * sub[s0] + c1 * sub[s1] - 32 * sums;
+            acc += (f16_at(d) * x.d[j]) * isum as f32;
         }
-        acc += (f16_at(d) * x.d[b]) * (sumi - 32 * sums) as f32;
     }
     acc
 }
@@ -359,35 +355,27 @@ mod avx2 {
     fn dot_q4_k(row: &[u8], x: ActRow) -> f32 {
         let mut acc = 0.0f32;
         let m4 = _mm256_set1_epi8(0x0f);
+        let ones = _mm256_set1_epi16(1);
         for (b, blk) in row.chunks_exact(Q4_K_BYTES).enumerate() {
             let (d, dmin, scales, qs) = (f16_at(blk), f16_at(&blk[2..]), &blk[4..16], &blk[16..]);
-            let xq = &x.qs[b * QK_K..][..QK_K];
-            let bs = &x.sums[b * 16..][..16];
-            let mut sum = _mm256_setzero_si256();
-            let mut summ = 0i32;
             for c in 0..4 {
-                let (sc_lo, m_lo) = scale_min_k4(2 * c, scales);
-                let (sc_hi, m_hi) = scale_min_k4(2 * c + 1, scales);
                 let q = load32(&qs[32 * c..]);
-                let lo = _mm256_and_si256(q, m4);
-                let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                // Pairs of q·x: at most 2·15·127 = 3810; times a 6-bit scale, 2·3810·63.
-                let p_lo = _mm256_maddubs_epi16(lo, load32(&xq[64 * c..]));
-                let p_hi = _mm256_maddubs_epi16(hi, load32(&xq[64 * c + 32..]));
-                sum = _mm256_add_epi32(
-                    sum,
-                    _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc_lo as i16)),
-                );
-                sum = _mm256_add_epi32(
-                    sum,
-                    _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc_hi as i16)),
-                );
-                let s_lo = bs[4 * c] as i32 + bs[4 * c + 1] as i32;
-                let s_hi = bs[4 * c + 2] as i32 + bs[4 * c + 3] as i32;
-                summ += m_lo as i32 * s_lo + m_hi as i32 * s_hi;
+                let nibbles = [
+                    _mm256_and_si256(q, m4),
+                    _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                ];
+                for (half, &qn) in nibbles.iter().enumerate() {
+                    let s = 2 * c + half;
+                    let j = 8 * b + s;
+                    // Pairs of q·x: at most 2·15·127 = 3810, well inside i16.
+                    let p = _mm256_maddubs_epi16(qn, load32(&x.qs[32 * j..]));
+                    let isum = hsum(_mm256_madd_epi16(p, ones));
+                    let xsum = x.sums[2 * j] as i32 + x.sums[2 * j + 1] as i32;
+                    let (sc, m) = scale_min_k4(s, scales);
+                    acc +=
+                        x.d[j] * ((d * sc as f32) * isum as f32 - (dmin * m as f32) * xsum as f32);
+                }
             }
-            let sumi = hsum(sum);
-            acc += (d * x.d[b]) * sumi as f32 - (dmin * x.d[b]) * summ as f32;
         }
         acc
     }
@@ -401,9 +389,7 @@ mod avx2 {
             let (ql, rest) = blk.split_at(QK_K / 2);
             let (qh, rest) = rest.split_at(QK_K / 4);
             let (scales, d) = rest.split_at(QK_K / 16);
-            let xq = &x.qs[b * QK_K..][..QK_K];
-            let bs = &x.sums[b * 16..][..16];
-            let mut sum = _mm256_setzero_si256();
+            let d = f16_at(d);
             for h in 0..2 {
                 let l0 = load32(&ql[64 * h..]);
                 let l1 = load32(&ql[64 * h + 32..]);
@@ -428,22 +414,18 @@ mod avx2 {
                     ),
                 ];
                 for (k, &qk) in q.iter().enumerate() {
-                    let s = 8 * h + 2 * k; // sub-blocks s (lanes 0..16) and s + 1
-                    let sc = _mm256_set_m128i(
-                        _mm_set1_epi16(scales[s + 1] as i8 as i16),
-                        _mm_set1_epi16(scales[s] as i8 as i16),
-                    );
+                    let j8 = 4 * h + k; // activation block; sub-blocks 2·j8 (lanes 0..16), +1
+                    let j = 8 * b + j8;
+                    let (c0, c1) = (scales[2 * j8] as i8, scales[2 * j8 + 1] as i8);
+                    let sc = _mm256_set_m128i(_mm_set1_epi16(c1 as i16), _mm_set1_epi16(c0 as i16));
                     // Pairs of q·x: at most 2·63·127 = 16002; times an i8 scale, 2·16002·128.
-                    let p = _mm256_maddubs_epi16(qk, load32(&xq[128 * h + 32 * k..]));
-                    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, sc));
+                    let p = _mm256_maddubs_epi16(qk, load32(&x.qs[32 * j..]));
+                    let sums =
+                        c0 as i32 * x.sums[2 * j] as i32 + c1 as i32 * x.sums[2 * j + 1] as i32;
+                    let isum = hsum(_mm256_madd_epi16(p, sc)) - 32 * sums;
+                    acc += (d * x.d[j]) * isum as f32;
                 }
             }
-            let sumi = hsum(sum);
-            let mut sums = 0i32;
-            for s in 0..16 {
-                sums += scales[s] as i8 as i32 * bs[s] as i32;
-            }
-            acc += (f16_at(d) * x.d[b]) * (sumi - 32 * sums) as f32;
         }
         acc
     }
@@ -611,7 +593,7 @@ mod tests {
         let (_, bytes, mut x, _) = setup(GgmlType::Q4_K, 256, 1);
         x[3] = f32::INFINITY;
         let mut acts = QuantizedRows::default();
-        acts.quantize(&x, 256, QK_K);
+        acts.quantize(&x, 256, QK8_0);
         assert!(dot_row(GgmlType::Q4_K, &bytes, acts.row(0)).is_nan());
     }
 }
