@@ -1,9 +1,11 @@
 //! The block formats' kernels (chapter 11, made fast in chapter 10): integer dot products
 //! of a weight row stored in a ggml block format with an activation vector quantised to
 //! 8-bit blocks, as llama.cpp computes them. Instead of widening every weight to f32, the
-//! matmul quantises its input once (blocks of 32 with one f32 scale for the legacy weight
-//! types; blocks of 256 with per-16 sums for the K types) and each weight block's dot is an
-//! exact integer sum, scaled once by the two blocks' steps.
+//! matmul quantises its input once (blocks of 32 values with one f32 step and per-16 sums,
+//! for every weight type; [`QuantizedRows`] also makes llama.cpp's 256-value Q8_K-style
+//! blocks, but measured on the fixtures those lose accuracy for the K types) and each
+//! weight block's dot is an exact integer sum, scaled once by the two blocks' steps.
+//! Kernels: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
 //!
 //! Each weight type has a clear reference dot here (plain integer loops) and an AVX2 form
 //! (`avx2` below, x86-64 only; a stub elsewhere declines). Tests pin each AVX2 kernel bit
@@ -56,7 +58,14 @@ pub fn activation_block(ty: GgmlType) -> Option<usize> {
     match ty {
         // The K types too: a 32-value activation block per Q4_K sub-block (two of Q6_K's)
         // keeps the activations' error below that of llama.cpp's 256-value Q8_K blocks.
-        GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_K | GgmlType::Q6_K => Some(QK8_0),
+        GgmlType::Q8_0
+        | GgmlType::Q4_0
+        | GgmlType::Q4_1
+        | GgmlType::Q5_0
+        | GgmlType::Q5_1
+        | GgmlType::Q4_K
+        | GgmlType::Q5_K
+        | GgmlType::Q6_K => Some(QK8_0),
         _ => None,
     }
 }
@@ -149,7 +158,11 @@ pub fn dot_row_reference(ty: GgmlType, row: &[u8], x: ActRow) -> f32 {
     match ty {
         GgmlType::Q8_0 => dot_q8_0(row, x),
         GgmlType::Q4_0 => dot_q4_0(row, x),
+        GgmlType::Q4_1 => dot_legacy(row, x, 20, 4, false),
+        GgmlType::Q5_0 => dot_legacy(row, x, 22, 6, true),
+        GgmlType::Q5_1 => dot_legacy(row, x, 24, 8, true),
         GgmlType::Q4_K => dot_q4_k(row, x),
+        GgmlType::Q5_K => dot_q5_k(row, x),
         GgmlType::Q6_K => dot_q6_k(row, x),
         _ => panic!("dot_row: no int8 kernel for {}", ty.name()),
     }
@@ -192,6 +205,74 @@ fn dot_q4_0(row: &[u8], x: ActRow) -> f32 {
             isum += ((q >> 4) as i32 - 8) * xq[j + 16] as i32;
         }
         acc += (f16_at(blk) * x.d[b]) * isum as f32;
+    }
+    acc
+}
+
+/// The unsigned values `q` of one Q4_1 / Q5_0 / Q5_1 block (`blk` whole; its packed
+/// nibbles start at `qs_at`, after `d`, `m` and for the Q5 types the 32 fifth bits).
+fn legacy_values(blk: &[u8], qs_at: usize, five: bool) -> [i32; 32] {
+    let qh = if five {
+        u32::from_le_bytes(blk[qs_at - 4..qs_at].try_into().expect("4 bytes"))
+    } else {
+        0
+    };
+    let mut q = [0i32; 32];
+    for j in 0..16 {
+        let b = blk[qs_at + j];
+        q[j] = (b & 0x0f) as i32 | (((qh >> j) & 1) << 4) as i32;
+        q[j + 16] = (b >> 4) as i32 | (((qh >> (j + 16)) & 1) << 4) as i32;
+    }
+    q
+}
+
+/// Q4_1 (`w = d·q + m`), Q5_0 (`w = d·(q − 16)`), Q5_1 (`w = d·q + m`): per block
+/// `dx · (d · Σ q·x̂q + m · Σ x̂q)`, with `m = −16·d` for Q5_0 (blocks of `bytes` bytes,
+/// nibbles at `qs_at`). Q5_0's offset is folded in as an integer: `d · Σ (q − 16)·x̂q`.
+fn dot_legacy(row: &[u8], x: ActRow, bytes: usize, qs_at: usize, five: bool) -> f32 {
+    let mut acc = 0.0f32;
+    for (b, blk) in row.chunks_exact(bytes).enumerate() {
+        let q = legacy_values(blk, qs_at, five);
+        let xq = &x.qs[32 * b..][..32];
+        let isum: i32 = q.iter().zip(xq).map(|(&q, &v)| q * v as i32).sum();
+        let xsum = x.sums[2 * b] as i32 + x.sums[2 * b + 1] as i32;
+        acc += legacy_scale(blk, qs_at, isum, xsum, x.d[b]);
+    }
+    acc
+}
+
+/// One legacy block's term from its integer sums (shared by the reference and AVX2).
+#[inline(always)]
+fn legacy_scale(blk: &[u8], qs_at: usize, isum: i32, xsum: i32, dx: f32) -> f32 {
+    let d = f16_at(blk);
+    if qs_at == 6 {
+        (d * dx) * (isum - 16 * xsum) as f32 // Q5_0
+    } else {
+        dx * (d * isum as f32 + f16_at(&blk[2..]) * xsum as f32)
+    }
+}
+
+/// Q5_K: Q4_K with a fifth bit per weight (bit `s` of `qh[l]` for sub-block `s`).
+fn dot_q5_k(row: &[u8], x: ActRow) -> f32 {
+    let mut acc = 0.0f32;
+    for (b, blk) in row.chunks_exact(176).enumerate() {
+        let (d, dmin, scales) = (f16_at(blk), f16_at(&blk[2..]), &blk[4..16]);
+        let (qh, qs) = (&blk[16..48], &blk[48..]);
+        for s in 0..8 {
+            let j = 8 * b + s;
+            let q = &qs[32 * (s / 2)..][..32];
+            let xq = &x.qs[32 * j..][..32];
+            let shift = 4 * (s % 2);
+            let isum: i32 = (0..32)
+                .map(|l| {
+                    let v = ((q[l] >> shift) & 0x0f) | (((qh[l] >> s) & 1) << 4);
+                    v as i32 * xq[l] as i32
+                })
+                .sum();
+            let xsum = x.sums[2 * j] as i32 + x.sums[2 * j + 1] as i32;
+            let (sc, m) = scale_min_k4(s, scales);
+            acc += x.d[j] * ((d * sc as f32) * isum as f32 - (dmin * m as f32) * xsum as f32);
+        }
     }
     acc
 }
@@ -289,7 +370,11 @@ mod avx2 {
             match ty {
                 GgmlType::Q8_0 => Some(dot_q8_0(row, x)),
                 GgmlType::Q4_0 => Some(dot_q4_0(row, x)),
+                GgmlType::Q4_1 => Some(dot_legacy(row, x, 20, 4, false)),
+                GgmlType::Q5_0 => Some(dot_legacy(row, x, 22, 6, true)),
+                GgmlType::Q5_1 => Some(dot_legacy(row, x, 24, 8, true)),
                 GgmlType::Q4_K => Some(dot_q4_k(row, x)),
+                GgmlType::Q5_K => Some(dot_q5_k(row, x)),
                 GgmlType::Q6_K => Some(dot_q6_k(row, x)),
                 _ => None,
             }
@@ -347,6 +432,72 @@ mod avx2 {
             let w = _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
             let isum = hsum(mul_sum_i8(w, load32(&x.qs[b * QK8_0..])));
             acc += (f16_at(blk) * x.d[b]) * isum as f32;
+        }
+        acc
+    }
+
+    /// 32 bytes, byte `i` = 0x10 when bit `i` of `qh` is set, else 0.
+    #[target_feature(enable = "avx2")]
+    fn fifth_bits(qh: u32) -> __m256i {
+        let v = _mm256_set1_epi32(qh as i32);
+        let which = _mm256_setr_epi8(
+            0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3,
+            3, 3, 3,
+        );
+        let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+        let set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(v, which), bit), bit);
+        _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn dot_legacy(row: &[u8], x: ActRow, bytes: usize, qs_at: usize, five: bool) -> f32 {
+        let mut acc = 0.0f32;
+        let m4 = _mm_set1_epi8(0x0f);
+        let ones = _mm256_set1_epi16(1);
+        for (b, blk) in row.chunks_exact(bytes).enumerate() {
+            let qs = &blk[qs_at..qs_at + 16];
+            // SAFETY: `qs` is 16 bytes (sliced above); the load is unaligned.
+            let v = unsafe { _mm_loadu_si128(qs.as_ptr() as *const __m128i) };
+            let (lo, hi) = (
+                _mm_and_si128(v, m4),
+                _mm_and_si128(_mm_srli_epi16(v, 4), m4),
+            );
+            let mut q = _mm256_set_m128i(hi, lo);
+            if five {
+                let qh = u32::from_le_bytes(blk[qs_at - 4..qs_at].try_into().expect("4 bytes"));
+                q = _mm256_or_si256(q, fifth_bits(qh));
+            }
+            // q ≤ 31 unsigned: pairs at most 2·31·127 = 7874.
+            let p = _mm256_maddubs_epi16(q, load32(&x.qs[32 * b..]));
+            let isum = hsum(_mm256_madd_epi16(p, ones));
+            let xsum = x.sums[2 * b] as i32 + x.sums[2 * b + 1] as i32;
+            acc += legacy_scale(blk, qs_at, isum, xsum, x.d[b]);
+        }
+        acc
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn dot_q5_k(row: &[u8], x: ActRow) -> f32 {
+        let mut acc = 0.0f32;
+        let (m4, one) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(1));
+        let ones = _mm256_set1_epi16(1);
+        for (b, blk) in row.chunks_exact(176).enumerate() {
+            let (d, dmin, scales) = (f16_at(blk), f16_at(&blk[2..]), &blk[4..16]);
+            let (qh, qs) = (load32(&blk[16..48]), &blk[48..]);
+            for s in 0..8 {
+                let j = 8 * b + s;
+                let q = load32(&qs[32 * (s / 2)..]);
+                let q = _mm256_srl_epi16(q, _mm_cvtsi32_si128(4 * (s % 2) as i32));
+                // Bit s of each qh byte to bit 4 (16-bit shifts; the masks keep bytes apart).
+                let h = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(s as i32)), one);
+                let q = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h, 4));
+                // q ≤ 31 unsigned: pairs at most 2·31·127 = 7874.
+                let p = _mm256_maddubs_epi16(q, load32(&x.qs[32 * j..]));
+                let isum = hsum(_mm256_madd_epi16(p, ones));
+                let xsum = x.sums[2 * j] as i32 + x.sums[2 * j + 1] as i32;
+                let (sc, m) = scale_min_k4(s, scales);
+                acc += x.d[j] * ((d * sc as f32) * isum as f32 - (dmin * m as f32) * xsum as f32);
+            }
         }
         acc
     }
