@@ -312,3 +312,42 @@ fn the_model_commands_take_a_gguf_file() {
         5
     );
 }
+
+/// The int8 path (kernels::quant: activations quantised to 8-bit blocks of 32, integer
+/// dots with the weight blocks) forced on for every matmul of every fixture: its mean KL
+/// from transformers' distribution next to the f32 path's and llama.cpp's. The criterion
+/// of issue 14, KL(hf ‖ int8) ≤ KL(hf ‖ llama.cpp), holds on 18 of the 19 files; on
+/// qwen3/q8_0 (Q8_0 weights, the same activation blocks llama.cpp uses) it is 4.03e-4
+/// against 3.84e-4, so the path stays off by default (`ANATOMY_QUANT_ACTIVATIONS=1` turns
+/// it on). This test lists the files that miss the criterion and holds the path within
+/// 1.25 × llama.cpp's KL on every one, so a broken kernel cannot pass.
+#[test]
+fn int8_path_is_as_close_to_transformers_as_llama_cpp() {
+    use llm_anatomy::kernels::quant::with_quant_activations;
+    let ids = prompt();
+    let mut worse = Vec::new();
+    for c in cases() {
+        let (cfg, file) = qwen3::open(&c.path).unwrap();
+        let vocab = cfg.vocab_size;
+        let model = Model::new(cfg, &file).unwrap();
+        let f32_path = model.logits(&ids).unwrap().logits;
+        let int8 = with_quant_activations(true, || model.logits(&ids).unwrap().logits);
+        let (hf, _) = read_npy(&c.hf_logits);
+        let (kl_f32, kl_int8) = (mean_kl(&hf, &f32_path, vocab), mean_kl(&hf, &int8, vocab));
+        eprintln!(
+            "{}/{}: mean KL(hf ‖ ·): int8 {kl_int8:.3e}, f32 path {kl_f32:.3e}, llama.cpp {:.3e}",
+            c.model, c.file, c.llama_kl
+        );
+        if kl_int8 > c.llama_kl {
+            worse.push(format!("{}/{}", c.model, c.file));
+        }
+        assert!(
+            kl_int8 <= 1.25 * c.llama_kl,
+            "{}/{}: int8 KL {kl_int8} > 1.25 × llama.cpp's {}",
+            c.model,
+            c.file,
+            c.llama_kl
+        );
+    }
+    eprintln!("int8 KL above llama.cpp's on {worse:?}");
+}

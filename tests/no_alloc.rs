@@ -166,3 +166,41 @@ fn block_format_weights_do_not_allocate() {
     });
     assert_eq!(n, 0, "{n} allocations in 20 parallel Q4_K matmuls");
 }
+
+/// The int8 path (activations quantised once per matmul into the calling thread's reused
+/// buffer, kernels::quant) forced on: decode steps of a GGUF model allocate nothing either.
+#[test]
+fn int8_decode_steps_do_not_allocate() {
+    use llm_anatomy::kernels::quant::with_quant_activations;
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let path = Path::new("tests/fixtures/gguf_models/moe/q4_k_m.gguf");
+    let (config, file) = llm_anatomy::qwen3::open(path).unwrap();
+    let model = Model::new(config, &file).unwrap();
+    let mut session = model.session(200).unwrap();
+    let prompt: Vec<u32> = (0..16).map(|i| 3 + 13 * i).collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let n = pool.install(|| {
+        with_quant_activations(true, || {
+            let step = |session: &mut _, ids: &[u32]| {
+                let logits = model.forward(session, ids, Logits::Last, None).unwrap();
+                llm_anatomy::qwen3::generate::argmax(logits) as u32
+            };
+            let mut next = step(&mut session, &prompt);
+            for _ in 0..150 {
+                next = step(&mut session, &[next]);
+            }
+            allocations_during(|| {
+                for _ in 0..8 {
+                    next = step(&mut session, &[next]);
+                }
+            })
+        })
+    });
+    assert_eq!(
+        n, 0,
+        "{n} allocations in 8 int8 decode steps of a GGUF model"
+    );
+}

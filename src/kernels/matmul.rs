@@ -7,6 +7,7 @@
 //! than [`dot`]; a test pins the two equal within the summation error bound
 //! `2·cols·ε·Σ|w·x|`.
 
+use super::quant::{self, QuantizedRows};
 use super::{Matrix, Out, OutPtr, PANEL, ROW_BLOCK, WeightData, dot, x86};
 
 /// One member of a [`matmul_grouped`] call: matrix number `matrix` applied to `n`
@@ -113,7 +114,18 @@ fn grouped_with<'w>(
     // panel buffer is the calling thread's, reused across calls (a fresh one only if that
     // thread is already inside a grouped matmul). The kernel needs AVX-512F itself, which
     // is checked apart from `avx512` because tests force that flag on any CPU.
+    // A block format with an int8 kernel, when the path is on (decode): the inputs are
+    // quantised to 8-bit blocks once here, into the calling thread's reused buffer, and
+    // every row task dots its weight blocks with them in integers.
+    let max_n = groups.iter().map(|g| g.n).max().unwrap_or(0);
+    let act_block = match matrix(first.matrix).data {
+        WeightData::Quant { ty, .. } if quant::quantise_activations(max_n) => {
+            quant::activation_block(ty)
+        }
+        _ => None,
+    };
     let min_tokens = match (avx512 && x86::avx512f(), matrix(first.matrix).data) {
+        _ if act_block.is_some() => usize::MAX,
         (false, _) => usize::MAX,
         (true, WeightData::F32(_)) => GEMM_MIN_TOKENS_F32,
         (true, _) => GEMM_MIN_TOKENS,
@@ -123,11 +135,38 @@ fn grouped_with<'w>(
         let mut fresh = Panels::default();
         let panels = mine.as_deref_mut().unwrap_or(&mut fresh);
         pack_panels(panels, groups, xs, cols, min_tokens);
-        run_jobs(&matrix, groups, xs, out, avx512, work_total, panels);
+        let Some(block) = act_block else {
+            run_jobs(&matrix, groups, xs, out, avx512, work_total, panels, None);
+            return;
+        };
+        QUANT_ACTS.with(|cell| {
+            let mut mine = cell.try_borrow_mut().ok();
+            let mut fresh = QuantizedRows::default();
+            let acts = mine.as_deref_mut().unwrap_or(&mut fresh);
+            acts.quantize(xs, cols, block);
+            run_jobs(
+                &matrix,
+                groups,
+                xs,
+                out,
+                avx512,
+                work_total,
+                panels,
+                Some(acts),
+            );
+        });
     });
 }
 
-/// The row-block tasks of [`grouped_with`], after its checks.
+thread_local! {
+    /// The quantised inputs of the int8 matmuls this thread calls.
+    static QUANT_ACTS: std::cell::RefCell<QuantizedRows> =
+        std::cell::RefCell::new(QuantizedRows::default());
+}
+
+/// The row-block tasks of [`grouped_with`], after its checks; `acts`, when given, is `xs`
+/// quantised for the int8 kernels.
+#[allow(clippy::too_many_arguments)]
 fn run_jobs<'w>(
     matrix: &(impl Fn(usize) -> Matrix<'w> + Sync),
     groups: &[Group],
@@ -136,6 +175,7 @@ fn run_jobs<'w>(
     avx512: bool,
     work_total: usize,
     panels: &Panels,
+    acts: Option<&QuantizedRows>,
 ) {
     let (rows, cols) = (matrix(groups[0].matrix).rows, matrix(groups[0].matrix).cols);
     let blocks = rows.div_ceil(ROW_BLOCK);
@@ -161,6 +201,21 @@ fn run_jobs<'w>(
             stride: rows,
             r0,
         };
+        if let (Some(acts), WeightData::Quant { ty, bytes }) = (acts, w.data)
+            && quant::activation_block(ty) == Some(acts.block)
+        {
+            let row_bytes = bytes.len() / rows;
+            for (i, ri) in (r0..r1).enumerate() {
+                let row = &bytes[ri * row_bytes..][..row_bytes];
+                for t in 0..g.n {
+                    let v = quant::dot_row(ty, row, acts.row(g.first_in + t));
+                    // SAFETY: this task owns rows r0..r1 of the group's g.n output rows
+                    // (the contract of `Out::set`, as for the tiles below).
+                    unsafe { o.set(t, i, v) };
+                }
+            }
+            return;
+        }
         if let Some(first) = panels.first.get(job / blocks).copied().flatten() {
             // SAFETY: AVX-512F is available (`panels` is only filled when `grouped_with`
             // detected it); the panels of this group hold `g.n` tokens padded to whole

@@ -13,13 +13,15 @@
 //! Weights in llama.cpp's block formats (Q8_0, Q4_K, ...; chapter 11) are a fourth
 //! [`WeightData`] variant: the kernels read them block by block through
 //! [`Matrix::row_slice_into`], which dequantises only the blocks a span covers, so a GGUF
-//! model runs from its mapped file with no dequantised copy. (A faster int8 path, dotting
-//! quantised activations with the blocks as llama.cpp does, is for a later issue.)
+//! model runs from its mapped file with no dequantised copy. [`quant`] holds the int8 path:
+//! activations quantised to 8-bit blocks, dotted with the weight blocks in integers, as
+//! llama.cpp does (switched by `ANATOMY_QUANT_ACTIVATIONS`).
 //!
 //! Every fast kernel is pinned equal to its reference by a test in the file that calls it.
 
 pub mod attention;
 pub mod matmul;
+pub mod quant;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

@@ -1,0 +1,750 @@
+//! The block formats' kernels (chapter 11, made fast in chapter 10): integer dot products
+//! of a weight row stored in a ggml block format with an activation vector quantised to
+//! 8-bit blocks, as llama.cpp computes them. Instead of widening every weight to f32, the
+//! matmul quantises its input once (blocks of 32 values with one f32 step and per-16 sums,
+//! for every weight type; [`QuantizedRows`] also makes llama.cpp's 256-value Q8_K-style
+//! blocks, but measured on the fixtures those lose accuracy for the K types) and each
+//! weight block's dot is an exact integer sum, scaled once by the two blocks' steps.
+//! Kernels: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
+//!
+//! Each weight type has a clear reference dot here (plain integer loops) and an AVX2 form
+//! (`avx2` below, x86-64 only; a stub elsewhere declines). Tests pin each AVX2 kernel bit
+//! for bit to its reference (the integer sums are exact and the f32 scaling is done in the
+//! same order), each reference to the f32 dot of the dequantised operands, and to the true
+//! f32 dot within the activation quantisation's own bound `Σ_b (d_b/2)·Σ_{i∈b} |w_i|`.
+//!
+//! The switch: `ANATOMY_QUANT_ACTIVATIONS=1` (read once) turns the path on for matmuls of
+//! at most [`MAX_TOKENS`] token rows (decode); [`with_quant_activations`] overrides it on
+//! the calling thread (tests run both paths in one process).
+
+use crate::quant::k_blocks::scale_min_k4;
+use crate::quant::{GgmlType, QK_K};
+use std::cell::Cell;
+
+/// Matmuls with at most this many token rows per group take the int8 path when it is on.
+pub const MAX_TOKENS: usize = 4;
+
+/// Weights per activation block for the legacy types (one Q8_0 block).
+pub const QK8_0: usize = 32;
+
+thread_local! {
+    static OVERRIDE: Cell<Option<bool>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with the int8 path forced on or off for the matmuls this thread calls, for any
+/// number of tokens (the decision is taken on the calling thread, before the row tasks).
+pub fn with_quant_activations<R>(on: bool, f: impl FnOnce() -> R) -> R {
+    let before = OVERRIDE.with(|o| o.replace(Some(on)));
+    let r = f();
+    OVERRIDE.with(|o| o.set(before));
+    r
+}
+
+/// Whether a matmul whose largest group has `max_tokens` rows quantises its activations:
+/// this thread's override if set, else `ANATOMY_QUANT_ACTIVATIONS=1` and few tokens.
+pub fn quantise_activations(max_tokens: usize) -> bool {
+    static ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if let Some(on) = OVERRIDE.with(Cell::get) {
+        return on;
+    }
+    let on = *ENV
+        .get_or_init(|| std::env::var("ANATOMY_QUANT_ACTIVATIONS").is_ok_and(|v| v.trim() == "1"));
+    on && max_tokens <= MAX_TOKENS
+}
+
+/// The activation block size the int8 dot of weight type `ty` needs, or `None` when there
+/// is no int8 kernel for it (the f32 path runs).
+pub fn activation_block(ty: GgmlType) -> Option<usize> {
+    match ty {
+        // The K types too: a 32-value activation block per Q4_K sub-block (two of Q6_K's)
+        // keeps the activations' error below that of llama.cpp's 256-value Q8_K blocks.
+        GgmlType::Q8_0
+        | GgmlType::Q4_0
+        | GgmlType::Q4_1
+        | GgmlType::Q5_0
+        | GgmlType::Q5_1
+        | GgmlType::Q4_K
+        | GgmlType::Q5_K
+        | GgmlType::Q6_K => Some(QK8_0),
+        _ => None,
+    }
+}
+
+/// Token rows quantised to 8-bit blocks of `block` values: value `i` of a row is
+/// `d[i / block] · qs[i]`, `qs` ∈ −127..=127, and `sums[k]` is the sum of `qs` over the
+/// 16 values `16k .. 16k + 16` (the K kernels subtract minima with it). The buffers are
+/// reused from call to call, so a decode step allocates nothing once they have grown.
+#[derive(Default)]
+pub struct QuantizedRows {
+    pub block: usize,
+    pub cols: usize,
+    pub d: Vec<f32>,
+    pub qs: Vec<i8>,
+    pub sums: Vec<i16>,
+}
+
+/// One quantised row of [`QuantizedRows`].
+#[derive(Clone, Copy)]
+pub struct ActRow<'a> {
+    pub d: &'a [f32],
+    pub qs: &'a [i8],
+    pub sums: &'a [i16],
+}
+
+impl QuantizedRows {
+    /// Quantises the rows of `xs` (`[·, cols]`, `cols` a multiple of `block`, itself a
+    /// multiple of 16): each block's step is `max|x| / 127` and `q = round(x / d)`. A block
+    /// holding a NaN or an infinity gets a NaN step, so the dot is NaN, not silently finite.
+    pub fn quantize(&mut self, xs: &[f32], cols: usize, block: usize) {
+        assert!(
+            block.is_multiple_of(16) && cols.is_multiple_of(block) && xs.len().is_multiple_of(cols),
+            "QuantizedRows::quantize: shape"
+        );
+        self.block = block;
+        self.cols = cols;
+        self.d.clear();
+        self.qs.clear();
+        self.sums.clear();
+        for xb in xs.chunks_exact(block) {
+            let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let finite = xb.iter().all(|v| v.is_finite());
+            let d = amax / 127.0;
+            let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
+            self.d.push(if finite { d } else { f32::NAN });
+            for x16 in xb.chunks_exact(16) {
+                let mut s = 0i16;
+                for &v in x16 {
+                    let q = (v * inv).round().clamp(-127.0, 127.0) as i8;
+                    self.qs.push(q);
+                    s += q as i16;
+                }
+                self.sums.push(s);
+            }
+        }
+    }
+
+    /// Token row `t`.
+    pub fn row(&self, t: usize) -> ActRow<'_> {
+        let nb = self.cols / self.block;
+        ActRow {
+            d: &self.d[t * nb..(t + 1) * nb],
+            qs: &self.qs[t * self.cols..(t + 1) * self.cols],
+            sums: &self.sums[t * self.cols / 16..(t + 1) * self.cols / 16],
+        }
+    }
+
+    /// Row `t` widened back to f32 (`d · q`), for tests.
+    pub fn dequantize_row(&self, t: usize) -> Vec<f32> {
+        let a = self.row(t);
+        a.qs.iter()
+            .enumerate()
+            .map(|(i, &q)| a.d[i / self.block] * q as f32)
+            .collect()
+    }
+}
+
+/// `Σ_i w_i · x̂_i` for one weight row `row` of type `ty` (bytes of whole blocks) and the
+/// quantised activation row `x` (blocks of [`activation_block`]`(ty)`), with the AVX2
+/// kernel when the CPU has it. Panics for a type without an int8 kernel.
+pub fn dot_row(ty: GgmlType, row: &[u8], x: ActRow) -> f32 {
+    if let Some(v) = avx2::dot_row(ty, row, x) {
+        return v;
+    }
+    dot_row_reference(ty, row, x)
+}
+
+/// [`dot_row`], the clear reference form.
+pub fn dot_row_reference(ty: GgmlType, row: &[u8], x: ActRow) -> f32 {
+    match ty {
+        GgmlType::Q8_0 => dot_q8_0(row, x),
+        GgmlType::Q4_0 => dot_q4_0(row, x),
+        GgmlType::Q4_1 => dot_legacy(row, x, 20, 4, false),
+        GgmlType::Q5_0 => dot_legacy(row, x, 22, 6, true),
+        GgmlType::Q5_1 => dot_legacy(row, x, 24, 8, true),
+        GgmlType::Q4_K => dot_q4_k(row, x),
+        GgmlType::Q5_K => dot_q5_k(row, x),
+        GgmlType::Q6_K => dot_q6_k(row, x),
+        _ => panic!("dot_row: no int8 kernel for {}", ty.name()),
+    }
+}
+
+/// The little-endian f16 at `b[0..2]`, widened.
+#[inline(always)]
+fn f16_at(b: &[u8]) -> f32 {
+    half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32()
+}
+
+const Q8_0_BYTES: usize = 2 + QK8_0;
+const Q4_0_BYTES: usize = 2 + QK8_0 / 2;
+const Q4_K_BYTES: usize = 4 + 12 + QK_K / 2;
+const Q6_K_BYTES: usize = QK_K / 2 + QK_K / 4 + QK_K / 16 + 2;
+
+/// Q8_0: `w = dw · q`; per block `(dw · dx) · Σ q · x`.
+fn dot_q8_0(row: &[u8], x: ActRow) -> f32 {
+    let mut acc = 0.0f32;
+    for (b, blk) in row.chunks_exact(Q8_0_BYTES).enumerate() {
+        let xq = &x.qs[b * QK8_0..][..QK8_0];
+        let isum: i32 = blk[2..]
+            .iter()
+            .zip(xq)
+            .map(|(&w, &v)| w as i8 as i32 * v as i32)
+            .sum();
+        acc += (f16_at(blk) * x.d[b]) * isum as f32;
+    }
+    acc
+}
+
+/// Q4_0: `w = dw · (q − 8)`, low nibbles the first 16 weights, high nibbles the last 16.
+fn dot_q4_0(row: &[u8], x: ActRow) -> f32 {
+    let mut acc = 0.0f32;
+    for (b, blk) in row.chunks_exact(Q4_0_BYTES).enumerate() {
+        let xq = &x.qs[b * QK8_0..][..QK8_0];
+        let mut isum = 0i32;
+        for (j, &q) in blk[2..].iter().enumerate() {
+            isum += ((q & 0x0f) as i32 - 8) * xq[j] as i32;
+            isum += ((q >> 4) as i32 - 8) * xq[j + 16] as i32;
+        }
+        acc += (f16_at(blk) * x.d[b]) * isum as f32;
+    }
+    acc
+}
+
+/// The unsigned values `q` of one Q4_1 / Q5_0 / Q5_1 block (`blk` whole; its packed
+/// nibbles start at `qs_at`, after `d`, `m` and for the Q5 types the 32 fifth bits).
+fn legacy_values(blk: &[u8], qs_at: usize, five: bool) -> [i32; 32] {
+    let qh = if five {
+        u32::from_le_bytes(blk[qs_at - 4..qs_at].try_into().expect("4 bytes"))
+    } else {
+        0
+    };
+    let mut q = [0i32; 32];
+    for j in 0..16 {
+        let b = blk[qs_at + j];
+        q[j] = (b & 0x0f) as i32 | (((qh >> j) & 1) << 4) as i32;
+        q[j + 16] = (b >> 4) as i32 | (((qh >> (j + 16)) & 1) << 4) as i32;
+    }
+    q
+}
+
+/// Q4_1 (`w = d·q + m`), Q5_0 (`w = d·(q − 16)`), Q5_1 (`w = d·q + m`): per block
+/// `dx · (d · Σ q·x̂q + m · Σ x̂q)`, with `m = −16·d` for Q5_0 (blocks of `bytes` bytes,
+/// nibbles at `qs_at`). Q5_0's offset is folded in as an integer: `d · Σ (q − 16)·x̂q`.
+fn dot_legacy(row: &[u8], x: ActRow, bytes: usize, qs_at: usize, five: bool) -> f32 {
+    let mut acc = 0.0f32;
+    for (b, blk) in row.chunks_exact(bytes).enumerate() {
+        let q = legacy_values(blk, qs_at, five);
+        let xq = &x.qs[32 * b..][..32];
+        let isum: i32 = q.iter().zip(xq).map(|(&q, &v)| q * v as i32).sum();
+        let xsum = x.sums[2 * b] as i32 + x.sums[2 * b + 1] as i32;
+        acc += legacy_scale(blk, qs_at, isum, xsum, x.d[b]);
+    }
+    acc
+}
+
+/// One legacy block's term from its integer sums (shared by the reference and AVX2).
+#[inline(always)]
+fn legacy_scale(blk: &[u8], qs_at: usize, isum: i32, xsum: i32, dx: f32) -> f32 {
+    let d = f16_at(blk);
+    if qs_at == 6 {
+        (d * dx) * (isum - 16 * xsum) as f32 // Q5_0
+    } else {
+        dx * (d * isum as f32 + f16_at(&blk[2..]) * xsum as f32)
+    }
+}
+
+/// Q5_K: Q4_K with a fifth bit per weight (bit `s` of `qh[l]` for sub-block `s`).
+fn dot_q5_k(row: &[u8], x: ActRow) -> f32 {
+    let mut acc = 0.0f32;
+    for (b, blk) in row.chunks_exact(176).enumerate() {
+        let (d, dmin, scales) = (f16_at(blk), f16_at(&blk[2..]), &blk[4..16]);
+        let (qh, qs) = (&blk[16..48], &blk[48..]);
+        for s in 0..8 {
+            let j = 8 * b + s;
+            let q = &qs[32 * (s / 2)..][..32];
+            let xq = &x.qs[32 * j..][..32];
+            let shift = 4 * (s % 2);
+            let isum: i32 = (0..32)
+                .map(|l| {
+                    let v = ((q[l] >> shift) & 0x0f) | (((qh[l] >> s) & 1) << 4);
+                    v as i32 * xq[l] as i32
+                })
+                .sum();
+            let xsum = x.sums[2 * j] as i32 + x.sums[2 * j + 1] as i32;
+            let (sc, m) = scale_min_k4(s, scales);
+            acc += x.d[j] * ((d * sc as f32) * isum as f32 - (dmin * m as f32) * xsum as f32);
+        }
+    }
+    acc
+}
+
+/// Q4_K: `w = d·sc_s·q − dmin·m_s` per 32-weight sub-block `s`, which is one activation
+/// block `j`, so its dot is `dx_j · (d·sc_s · Σ q·x̂q − dmin·m_s · Σ x̂q)`, the second sum
+/// from the per-16 sums.
+fn dot_q4_k(row: &[u8], x: ActRow) -> f32 {
+    let mut acc = 0.0f32;
+    for (b, blk) in row.chunks_exact(Q4_K_BYTES).enumerate() {
+        let (d, dmin, scales, qs) = (f16_at(blk), f16_at(&blk[2..]), &blk[4..16], &blk[16..]);
+        for s in 0..8 {
+            let j = 8 * b + s;
+            let q = &qs[32 * (s / 2)..][..32];
+            let xq = &x.qs[32 * j..][..32];
+            let shift = 4 * (s % 2); // even sub-blocks in the low nibbles
+            let isum: i32 = (0..32)
+                .map(|l| ((q[l] >> shift) & 0x0f) as i32 * xq[l] as i32)
+                .sum();
+            let xsum = x.sums[2 * j] as i32 + x.sums[2 * j + 1] as i32;
+            let (sc, m) = scale_min_k4(s, scales);
+            acc += x.d[j] * ((d * sc as f32) * isum as f32 - (dmin * m as f32) * xsum as f32);
+        }
+    }
+    acc
+}
+
+/// Q6_K: `w = d·sc_s·(q − 32)` per 16-weight sub-block `s`; activation block `j` covers
+/// sub-blocks `2j, 2j + 1`, so its dot is `d · dx_j · Σ_s sc_s (Σ q·x̂q − 32 Σ x̂q)`.
+fn dot_q6_k(row: &[u8], x: ActRow) -> f32 {
+    let mut acc = 0.0f32;
+    for (b, blk) in row.chunks_exact(Q6_K_BYTES).enumerate() {
+        let (ql, rest) = blk.split_at(QK_K / 2);
+        let (qh, rest) = rest.split_at(QK_K / 4);
+        let (scales, d) = rest.split_at(QK_K / 16);
+        let xq = &x.qs[b * QK_K..][..QK_K];
+        let mut sub = [0i32; 16]; // Σ q·x̂q per sub-block
+        for h in 0..2 {
+            let (ql, qh) = (&ql[64 * h..][..64], &qh[32 * h..][..32]);
+            for l in 0..32 {
+                let q = [
+                    (ql[l] & 0x0f) | ((qh[l] & 3) << 4),
+                    (ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4),
+                    (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4),
+                    (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4),
+                ];
+                for (k, &q) in q.iter().enumerate() {
+                    let i = 128 * h + 32 * k + l;
+                    sub[i / 16] += q as i32 * xq[i] as i32;
+                }
+            }
+        }
+        for j8 in 0..8 {
+            let j = 8 * b + j8;
+            let (s0, s1) = (2 * j8, 2 * j8 + 1);
+            let (c0, c1) = (scales[s0] as i8 as i32, scales[s1] as i8 as i32);
+            let sums = c0 * x.sums[2 * j] as i32 + c1 * x.sums[2 * j + 1] as i32;
+            let isum = c0 * sub[s0] + c1 * sub[s1] - 32 * sums;
+            acc += (f16_at(d) * x.d[j]) * isum as f32;
+        }
+    }
+    acc
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    //! The AVX2 forms: `vpmaddubsw` multiplies unsigned by signed bytes and adds pairs to
+    //! i16, `vpmaddwd` multiplies those by i16 (1, or a sub-block's scale) and adds pairs
+    //! to i32. Every product and partial sum fits its lane (bounds at each use), so the
+    //! integer sums equal the reference's exactly, and the f32 scaling is the same.
+    use super::*;
+    use std::arch::x86_64::*;
+
+    /// The AVX2 dot, or `None` when the CPU lacks AVX2 or the type has no AVX2 kernel.
+    pub fn dot_row(ty: GgmlType, row: &[u8], x: ActRow) -> Option<f32> {
+        if !is_x86_feature_detected!("avx2") {
+            return None;
+        }
+        let n = x.qs.len();
+        assert_eq!(
+            ty.row_bytes(n as u64),
+            Some(row.len() as u64),
+            "dot_row: row length"
+        );
+        let block = activation_block(ty)?;
+        assert!(
+            x.d.len() * block == n && x.sums.len() * 16 == n,
+            "dot_row: activation blocks"
+        );
+        // SAFETY: AVX2 was detected above; the row holds exactly the blocks of `n` weights
+        // (asserted) and `x` holds `n` quantised values with their scales and sums (a
+        // `QuantizedRows::row` of matching block size: each kernel indexes them by block
+        // through bounds-checked slices before loading).
+        unsafe {
+            match ty {
+                GgmlType::Q8_0 => Some(dot_q8_0(row, x)),
+                GgmlType::Q4_0 => Some(dot_q4_0(row, x)),
+                GgmlType::Q4_1 => Some(dot_legacy(row, x, 20, 4, false)),
+                GgmlType::Q5_0 => Some(dot_legacy(row, x, 22, 6, true)),
+                GgmlType::Q5_1 => Some(dot_legacy(row, x, 24, 8, true)),
+                GgmlType::Q4_K => Some(dot_q4_k(row, x)),
+                GgmlType::Q5_K => Some(dot_q5_k(row, x)),
+                GgmlType::Q6_K => Some(dot_q6_k(row, x)),
+                _ => None,
+            }
+        }
+    }
+
+    /// The eight i32 lanes summed.
+    #[target_feature(enable = "avx2")]
+    fn hsum(v: __m256i) -> i32 {
+        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+        _mm_cvtsi128_si32(s)
+    }
+
+    /// Σ a·b over 32 signed bytes, in eight i32 lanes. `vpmaddubsw` wants one unsigned
+    /// operand, so it multiplies |a| by b with a's sign moved onto b (b ≠ −128: the
+    /// quantiser clamps to ±127; |a| = 128 reads as unsigned 128, still right). Each i16
+    /// pair sum is at most 2·128·127 = 32512 < 2^15.
+    #[target_feature(enable = "avx2")]
+    fn mul_sum_i8(a: __m256i, b: __m256i) -> __m256i {
+        let p = _mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+        _mm256_madd_epi16(p, _mm256_set1_epi16(1))
+    }
+
+    /// 32 bytes at `s[..32]` (bounds-checked slice, then an unaligned load).
+    #[target_feature(enable = "avx2")]
+    fn load32<T>(s: &[T]) -> __m256i {
+        assert!(std::mem::size_of_val(s) >= 32, "load32: short slice");
+        // SAFETY: the slice holds at least 32 bytes (asserted); the load is unaligned.
+        unsafe { _mm256_loadu_si256(s.as_ptr() as *const __m256i) }
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn dot_q8_0(row: &[u8], x: ActRow) -> f32 {
+        let mut acc = 0.0f32;
+        for (b, blk) in row.chunks_exact(Q8_0_BYTES).enumerate() {
+            let isum = hsum(mul_sum_i8(load32(&blk[2..]), load32(&x.qs[b * QK8_0..])));
+            acc += (f16_at(blk) * x.d[b]) * isum as f32;
+        }
+        acc
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn dot_q4_0(row: &[u8], x: ActRow) -> f32 {
+        let mut acc = 0.0f32;
+        let m4 = _mm_set1_epi8(0x0f);
+        for (b, blk) in row.chunks_exact(Q4_0_BYTES).enumerate() {
+            let q = &blk[2..];
+            assert_eq!(q.len(), 16);
+            // SAFETY: `q` is 16 bytes (asserted); the load is unaligned.
+            let v = unsafe { _mm_loadu_si128(q.as_ptr() as *const __m128i) };
+            let lo = _mm_and_si128(v, m4);
+            let hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+            let w = _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
+            let isum = hsum(mul_sum_i8(w, load32(&x.qs[b * QK8_0..])));
+            acc += (f16_at(blk) * x.d[b]) * isum as f32;
+        }
+        acc
+    }
+
+    /// 32 bytes, byte `i` = 0x10 when bit `i` of `qh` is set, else 0.
+    #[target_feature(enable = "avx2")]
+    fn fifth_bits(qh: u32) -> __m256i {
+        let v = _mm256_set1_epi32(qh as i32);
+        let which = _mm256_setr_epi8(
+            0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3,
+            3, 3, 3,
+        );
+        let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+        let set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(v, which), bit), bit);
+        _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn dot_legacy(row: &[u8], x: ActRow, bytes: usize, qs_at: usize, five: bool) -> f32 {
+        let mut acc = 0.0f32;
+        let m4 = _mm_set1_epi8(0x0f);
+        let ones = _mm256_set1_epi16(1);
+        for (b, blk) in row.chunks_exact(bytes).enumerate() {
+            let qs = &blk[qs_at..qs_at + 16];
+            // SAFETY: `qs` is 16 bytes (sliced above); the load is unaligned.
+            let v = unsafe { _mm_loadu_si128(qs.as_ptr() as *const __m128i) };
+            let (lo, hi) = (
+                _mm_and_si128(v, m4),
+                _mm_and_si128(_mm_srli_epi16(v, 4), m4),
+            );
+            let mut q = _mm256_set_m128i(hi, lo);
+            if five {
+                let qh = u32::from_le_bytes(blk[qs_at - 4..qs_at].try_into().expect("4 bytes"));
+                q = _mm256_or_si256(q, fifth_bits(qh));
+            }
+            // q ≤ 31 unsigned: pairs at most 2·31·127 = 7874.
+            let p = _mm256_maddubs_epi16(q, load32(&x.qs[32 * b..]));
+            let isum = hsum(_mm256_madd_epi16(p, ones));
+            let xsum = x.sums[2 * b] as i32 + x.sums[2 * b + 1] as i32;
+            acc += legacy_scale(blk, qs_at, isum, xsum, x.d[b]);
+        }
+        acc
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn dot_q5_k(row: &[u8], x: ActRow) -> f32 {
+        let mut acc = 0.0f32;
+        let (m4, one) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(1));
+        let ones = _mm256_set1_epi16(1);
+        for (b, blk) in row.chunks_exact(176).enumerate() {
+            let (d, dmin, scales) = (f16_at(blk), f16_at(&blk[2..]), &blk[4..16]);
+            let (qh, qs) = (load32(&blk[16..48]), &blk[48..]);
+            for s in 0..8 {
+                let j = 8 * b + s;
+                let q = load32(&qs[32 * (s / 2)..]);
+                let q = _mm256_srl_epi16(q, _mm_cvtsi32_si128(4 * (s % 2) as i32));
+                // Bit s of each qh byte to bit 4 (16-bit shifts; the masks keep bytes apart).
+                let h = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(s as i32)), one);
+                let q = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h, 4));
+                // q ≤ 31 unsigned: pairs at most 2·31·127 = 7874.
+                let p = _mm256_maddubs_epi16(q, load32(&x.qs[32 * j..]));
+                let isum = hsum(_mm256_madd_epi16(p, ones));
+                let xsum = x.sums[2 * j] as i32 + x.sums[2 * j + 1] as i32;
+                let (sc, m) = scale_min_k4(s, scales);
+                acc += x.d[j] * ((d * sc as f32) * isum as f32 - (dmin * m as f32) * xsum as f32);
+            }
+        }
+        acc
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn dot_q4_k(row: &[u8], x: ActRow) -> f32 {
+        let mut acc = 0.0f32;
+        let m4 = _mm256_set1_epi8(0x0f);
+        let ones = _mm256_set1_epi16(1);
+        for (b, blk) in row.chunks_exact(Q4_K_BYTES).enumerate() {
+            let (d, dmin, scales, qs) = (f16_at(blk), f16_at(&blk[2..]), &blk[4..16], &blk[16..]);
+            for c in 0..4 {
+                let q = load32(&qs[32 * c..]);
+                let nibbles = [
+                    _mm256_and_si256(q, m4),
+                    _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                ];
+                for (half, &qn) in nibbles.iter().enumerate() {
+                    let s = 2 * c + half;
+                    let j = 8 * b + s;
+                    // Pairs of q·x: at most 2·15·127 = 3810, well inside i16.
+                    let p = _mm256_maddubs_epi16(qn, load32(&x.qs[32 * j..]));
+                    let isum = hsum(_mm256_madd_epi16(p, ones));
+                    let xsum = x.sums[2 * j] as i32 + x.sums[2 * j + 1] as i32;
+                    let (sc, m) = scale_min_k4(s, scales);
+                    acc +=
+                        x.d[j] * ((d * sc as f32) * isum as f32 - (dmin * m as f32) * xsum as f32);
+                }
+            }
+        }
+        acc
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn dot_q6_k(row: &[u8], x: ActRow) -> f32 {
+        let mut acc = 0.0f32;
+        let m4 = _mm256_set1_epi8(0x0f);
+        let m2 = _mm256_set1_epi8(0x30);
+        for (b, blk) in row.chunks_exact(Q6_K_BYTES).enumerate() {
+            let (ql, rest) = blk.split_at(QK_K / 2);
+            let (qh, rest) = rest.split_at(QK_K / 4);
+            let (scales, d) = rest.split_at(QK_K / 16);
+            let d = f16_at(d);
+            for h in 0..2 {
+                let l0 = load32(&ql[64 * h..]);
+                let l1 = load32(&ql[64 * h + 32..]);
+                let hb = load32(&qh[32 * h..]);
+                // The four 32-weight runs k of this half: low nibble and two high bits.
+                let q = [
+                    _mm256_or_si256(
+                        _mm256_and_si256(l0, m4),
+                        _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(l1, m4),
+                        _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                        _mm256_and_si256(hb, m2),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                        _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2),
+                    ),
+                ];
+                for (k, &qk) in q.iter().enumerate() {
+                    let j8 = 4 * h + k; // activation block; sub-blocks 2·j8 (lanes 0..16), +1
+                    let j = 8 * b + j8;
+                    let (c0, c1) = (scales[2 * j8] as i8, scales[2 * j8 + 1] as i8);
+                    let sc = _mm256_set_m128i(_mm_set1_epi16(c1 as i16), _mm_set1_epi16(c0 as i16));
+                    // Pairs of q·x: at most 2·63·127 = 16002; times an i8 scale, 2·16002·128.
+                    let p = _mm256_maddubs_epi16(qk, load32(&x.qs[32 * j..]));
+                    let sums =
+                        c0 as i32 * x.sums[2 * j] as i32 + c1 as i32 * x.sums[2 * j + 1] as i32;
+                    let isum = hsum(_mm256_madd_epi16(p, sc)) - 32 * sums;
+                    acc += (d * x.d[j]) * isum as f32;
+                }
+            }
+        }
+        acc
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+mod avx2 {
+    use super::{ActRow, GgmlType};
+    /// No AVX2 here: the reference runs.
+    pub fn dot_row(_: GgmlType, _: &[u8], _: ActRow) -> Option<f32> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::{dequantize, quantize};
+
+    const TYPES: [GgmlType; 4] = [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+    ];
+
+    /// Deterministic pseudo-random values in about ±scale, with a few outliers.
+    fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(2654435761).wrapping_add(12345);
+        (0..n)
+            .map(|i| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                let u = s as f32 / u32::MAX as f32 - 0.5;
+                if i % 97 == 13 {
+                    8.0 * u * scale
+                } else {
+                    u * scale
+                }
+            })
+            .collect()
+    }
+
+    fn setup(ty: GgmlType, cols: usize, seed: u32) -> (Vec<f32>, Vec<u8>, Vec<f32>, QuantizedRows) {
+        let w = values(cols, seed, 0.2);
+        let mut bytes = Vec::new();
+        quantize(ty, &w, &mut bytes);
+        let x = values(cols, seed + 7, 3.0);
+        let mut acts = QuantizedRows::default();
+        acts.quantize(&x, cols, activation_block(ty).unwrap());
+        (w, bytes, x, acts)
+    }
+
+    #[test]
+    fn avx2_kernels_equal_their_references_bit_for_bit() {
+        for ty in TYPES {
+            for seed in 0..20 {
+                let (_, bytes, _, acts) = setup(ty, 1024, seed);
+                let r = dot_row_reference(ty, &bytes, acts.row(0));
+                let f = dot_row(ty, &bytes, acts.row(0));
+                assert_eq!(r.to_bits(), f.to_bits(), "{}: {r} vs {f}", ty.name());
+            }
+        }
+    }
+
+    #[test]
+    fn references_equal_the_f32_dot_of_the_dequantised_operands() {
+        for ty in TYPES {
+            for seed in 0..10 {
+                let cols = 768;
+                let (_, bytes, _, acts) = setup(ty, cols, seed);
+                let mut wd = vec![0.0f32; cols];
+                dequantize(ty, &bytes, &mut wd);
+                let xd = acts.dequantize_row(0);
+                let exact: f64 = wd.iter().zip(&xd).map(|(a, b)| *a as f64 * *b as f64).sum();
+                let mag: f64 = wd
+                    .iter()
+                    .zip(&xd)
+                    .map(|(a, b)| (*a as f64 * *b as f64).abs())
+                    .sum();
+                let got = dot_row_reference(ty, &bytes, acts.row(0)) as f64;
+                // f32 rounding of the scales and of the per-block accumulation.
+                assert!(
+                    (got - exact).abs() <= 1e-5 * mag + 1e-6,
+                    "{}: {got} vs {exact} (Σ|w·x| {mag})",
+                    ty.name()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn references_are_within_the_activation_quantisation_bound_of_the_true_dot() {
+        for ty in TYPES {
+            for seed in 0..10 {
+                let cols = 512;
+                let (_, bytes, x, acts) = setup(ty, cols, seed);
+                let mut wd = vec![0.0f32; cols];
+                dequantize(ty, &bytes, &mut wd);
+                // |Σ w (x − x̂)| ≤ Σ_b (d_b / 2) Σ_{i∈b} |w_i|: each x̂ is within half a step.
+                let bound: f64 = wd
+                    .iter()
+                    .enumerate()
+                    .map(|(i, w)| w.abs() as f64 * acts.d[i / acts.block] as f64 / 2.0)
+                    .sum();
+                let truth: f64 = wd.iter().zip(&x).map(|(a, b)| *a as f64 * *b as f64).sum();
+                let mag: f64 = wd
+                    .iter()
+                    .zip(&x)
+                    .map(|(a, b)| (*a as f64 * *b as f64).abs())
+                    .sum();
+                let got = dot_row_reference(ty, &bytes, acts.row(0)) as f64;
+                assert!(
+                    (got - truth).abs() <= bound + 1e-5 * mag,
+                    "{}: {got} vs {truth}, bound {bound}",
+                    ty.name()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_int8_matmul_is_the_row_dots_and_off_is_the_f32_path() {
+        use crate::kernels::{Group, Matrix, matmul_grouped};
+        for ty in TYPES {
+            let (rows, cols, n) = (70, 512, 3);
+            let w = values(rows * cols, 3, 0.2);
+            let mut bytes = Vec::new();
+            quantize(ty, &w, &mut bytes);
+            let m = Matrix::quant(ty, &bytes, rows, cols);
+            let xs = values(n * cols, 5, 1.0);
+            let mut acts = QuantizedRows::default();
+            acts.quantize(&xs, cols, activation_block(ty).unwrap());
+            let rb = bytes.len() / rows;
+            let mut out = vec![0.0f32; n * rows];
+            with_quant_activations(true, || m.matmul(&xs, &mut out));
+            for t in 0..n {
+                for r in 0..rows {
+                    let want = dot_row(ty, &bytes[r * rb..][..rb], acts.row(t));
+                    assert_eq!(out[t * rows + r].to_bits(), want.to_bits());
+                }
+            }
+            // Grouped, one token per group (the MoE decode shape).
+            let groups: Vec<Group> = (0..n)
+                .map(|t| Group {
+                    matrix: 0,
+                    first_in: t,
+                    n: 1,
+                    first_out: t,
+                })
+                .collect();
+            let mut grouped = vec![0.0f32; n * rows];
+            with_quant_activations(true, || matmul_grouped(|_| m, &groups, &xs, &mut grouped));
+            assert_eq!(grouped, out);
+            // Off: the f32 path, which differs (by the activations' rounding).
+            let mut f32_out = vec![0.0f32; n * rows];
+            with_quant_activations(false, || m.matmul(&xs, &mut f32_out));
+            assert_ne!(f32_out, out);
+        }
+    }
+
+    #[test]
+    fn a_non_finite_activation_gives_nan() {
+        let (_, bytes, mut x, _) = setup(GgmlType::Q4_K, 256, 1);
+        x[3] = f32::INFINITY;
+        let mut acts = QuantizedRows::default();
+        acts.quantize(&x, 256, QK8_0);
+        assert!(dot_row(GgmlType::Q4_K, &bytes, acts.row(0)).is_nan());
+    }
+}
