@@ -101,6 +101,31 @@ fn work_per_token_follows_the_config() {
     assert!((w.prefill_flops_per_token - expect_flops).abs() <= 1e-9 * expect_flops);
 }
 
+/// A dense GGUF file reads every weight once per decoded token: the bytes bench counts are
+/// the file's tensor bytes (each in its block format, the head included) less the embedding
+/// table but one row, plus nothing else stored.
+#[test]
+fn decode_bytes_of_a_dense_gguf_file_are_its_blocks() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf_models/qwen3/q4_k_m.gguf");
+    let g = llm_anatomy::gguf::Gguf::open(&path).unwrap();
+    let size = |name: &str| g.tensor(name).map_or(0, |t| t.size) as f64;
+    let all: f64 = g.tensors().iter().map(|t| t.size as f64).sum();
+    let embed = g.tensor("token_embd.weight").unwrap();
+    let embed_row = embed.size as f64 / embed.dims[1] as f64;
+    // Tied files read the embedding table as the head; this fixture is untied.
+    assert!(size("output.weight") > 0.0);
+    let expect = all - size("token_embd.weight") + embed_row;
+    let (config, file) = llm_anatomy::qwen3::open(&path).unwrap();
+    let model = Model::new(config, &file).unwrap();
+    let w = bench::work(&model, 8);
+    assert!(
+        (w.decode_bytes_per_token - expect).abs() <= 1e-9 * expect,
+        "bench counts {} bytes per token, the file's blocks are {expect}",
+        w.decode_bytes_per_token
+    );
+}
+
 #[test]
 fn cli_bench_json() {
     let out = Command::new(env!("CARGO_BIN_EXE_anatomy"))

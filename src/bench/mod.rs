@@ -272,7 +272,8 @@ pub fn work(model: &Model, prompt_len: usize) -> Work {
         }
     }
     let lm_head_params = (w.lm_head.rows * w.lm_head.cols) as f64;
-    let lm_head_bytes = lm_head_params * elt;
+    // As stored: a block-format head (Q6_K in a Q4_K_M file) is read in its blocks, not as f32.
+    let lm_head_bytes = w.lm_head.stored_bytes() as f64;
     let embed_row = w.embed_tokens.cols as f64 * dtype_size(&w.embed_tokens);
     // Attention of a prefill: position t (0-based) scores t+1 keys and sums t+1 values,
     // a multiply-add per head_dim entry each, for every query head of every layer.
