@@ -18,6 +18,7 @@
 //! | 9. The forward pass: Qwen3-MoE from Hugging Face checkpoints (with [`checkpoint`]) | [`qwen3`] | S0 5.5 |
 //! | 10. Performance: bandwidth, FMA peak, prefill/decode rates and their ceilings | [`bench`](mod@bench) | — |
 //! | 11. Quantisation: block formats, their error, a 30B MoE in 24 GiB | [`quant`], [`params::quant`] | S0 5.5, S1 §3 |
+//! | 12. Training a small Qwen3-MoE: hand-written backward passes, AdamW and Muon, the loop | [`train`] | S0 5.2–5.6, S1 |
 //! | appendix. The claims table | [`claims`] | both |
 //!
 //! Primitives shared by every chapter live in [`kernels`]; plots in [`figures`].
@@ -25,7 +26,7 @@
 //! The modules stand on four floors, and import only from their own floor or below
 //! (tests/layering.rs checks it): (0) [`kernels`], [`checkpoint`], [`gguf`], [`quant`],
 //! [`error`], [`limits`], [`output`] — the parts every chapter needs; (1) the chapter modules; (2) the engine,
-//! [`qwen3`]; (3) [`claims`], [`figures`], [`bench`](mod@bench) and the `anatomy` command
+//! [`qwen3`], and the trainer, [`train`]; (3) [`claims`], [`figures`], [`bench`](mod@bench) and the `anatomy` command
 //! line.
 
 pub mod bench;
@@ -48,5 +49,6 @@ pub mod quant;
 pub mod qwen3;
 pub mod rand;
 pub mod tokenizer;
+pub mod train;
 
 pub use error::{CheckpointProblem, Error, FileProblem, Result};

@@ -1,0 +1,1 @@
+//! Chapter 12 — optimizer (source S0 5.4, 5.6): filled in by the trainer work.
