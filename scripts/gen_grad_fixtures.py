@@ -291,6 +291,247 @@ def build_blocks():
     (OUT / "blocks" / "rope_configs.json").write_text(json.dumps(rope, indent=1) + "\n")
 
 
+# ---------------------------------------------------------------------------------------
+# Part 2: whole models
+
+MODEL_BASE = dict(
+    vocab_size=96,
+    hidden_size=24,
+    intermediate_size=40,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,  # 4 × 8 = 32 ≠ hidden 24, as in Qwen3-30B-A3B
+    moe_intermediate_size=12,
+    num_experts=6,
+    num_experts_per_tok=2,
+    max_position_embeddings=64,
+    rms_norm_eps=1e-6,
+    norm_topk_prob=True,
+    initializer_range=0.25,
+    output_router_logits=True,
+    router_aux_loss_coef=0.01,
+    rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+)
+MIN_ROUTER_GAP = 1e-3  # k-th minus (k+1)-th router logit at every MoE layer and position
+SEQ_LEN = 12
+
+# name: (config overrides, options)
+MODEL_CASES = {
+    "moe_norm_topk_aux": (dict(), dict(note="norm_topk_prob true; aux loss on (coef 0.01)")),
+    "moe_no_norm_no_aux": (
+        dict(norm_topk_prob=False, output_router_logits=False, num_experts=8, num_experts_per_tok=3,
+             decoder_sparse_step=2),
+        dict(note="norm_topk_prob false, 8 experts top-3, decoder_sparse_step 2 (layer 0 dense, "
+                  "1 MoE); output_router_logits false: no aux loss"),
+    ),
+    "moe_no_norm_aux": (
+        dict(norm_topk_prob=False),
+        dict(note="norm_topk_prob false; aux loss on"),
+    ),
+    "moe_mixed_layers": (
+        dict(num_hidden_layers=3, mlp_only_layers=[1]),
+        dict(note="mlp_only_layers [1]: layers 0 and 2 MoE (aux pooled over both), 1 dense"),
+    ),
+    "moe_tied": (
+        dict(tie_word_embeddings=True),
+        dict(note="tie_word_embeddings: no lm_head.weight; aux on"),
+    ),
+    "moe_fused": (
+        dict(),
+        dict(fused=True, note="fused experts in the file: gate_up_proj [E, 2I, H], down_proj [E, H, I]"),
+    ),
+    "moe_yarn_sliding": (
+        dict(
+            rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                             "original_max_position_embeddings": 8},
+            use_sliding_window=True,
+            sliding_window=5,
+            attention_bias=True,
+        ),
+        dict(note="YaRN factor 4 over an original 8, attention biases, sliding window 5 on 12 ids",
+             must_change={"use_sliding_window": False,
+                          "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}),
+    ),
+    "dense": (dict(), dict(dense=True, note="dense Qwen3ForCausalLM, untied")),
+    "dense_tied_sliding": (
+        dict(num_hidden_layers=3, tie_word_embeddings=True, use_sliding_window=True,
+             sliding_window=4, max_window_layers=1),
+        dict(dense=True, note="dense Qwen3, tied; layers ≥ 1 use a sliding window of 4",
+             must_change={"use_sliding_window": False}),
+    ),
+    "dense_linear_rope": (
+        dict(rope_parameters={"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0},
+             attention_bias=True),
+        dict(dense=True, note="dense Qwen3 with linear RoPE scaling (factor 2) and attention biases",
+             must_change={"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}),
+    ),
+}
+
+
+def make_model_config(overrides, dense):
+    kw = dict(MODEL_BASE)
+    kw.update(overrides)
+    if dense:
+        for k in ["moe_intermediate_size", "num_experts", "num_experts_per_tok", "norm_topk_prob",
+                  "output_router_logits", "router_aux_loss_coef"]:
+            kw.pop(k)
+        return Qwen3Config(**kw), Qwen3ForCausalLM
+    kw["experts_implementation"] = "eager"
+    return Qwen3MoeConfig(**kw), Qwen3MoeForCausalLM
+
+
+def randomise(model, seed, std):
+    """Every parameter drawn anew: matrices N(0, std²), norm weights 1 + N(0, 0.2²),
+    biases N(0, 0.1²) — so a missing norm or a swapped gate/up shows in every gradient."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=g, dtype=torch.float32)
+            if "norm" in name:
+                p.copy_(1.0 + 0.2 * noise)
+            elif name.endswith(".bias"):
+                p.copy_(0.1 * noise)
+            else:
+                p.copy_(std * noise)
+
+
+def fuse_experts(directory):
+    """Rewrites save_pretrained's per-expert tensors into transformers 5's fused layout."""
+    path = directory / "model.safetensors"
+    tensors = load_file(path)
+    out = {k: v for k, v in tensors.items() if ".mlp.experts." not in k}
+    layers = sorted({int(k.split(".")[2]) for k in tensors if ".mlp.experts." in k})
+    for layer in layers:
+        pre = f"model.layers.{layer}.mlp.experts"
+        n = len({k.split(".")[5] for k in tensors if k.startswith(pre + ".")})
+        out[f"{pre}.gate_up_proj"] = torch.stack([
+            torch.cat([tensors[f"{pre}.{e}.gate_proj.weight"], tensors[f"{pre}.{e}.up_proj.weight"]])
+            for e in range(n)]).contiguous()
+        out[f"{pre}.down_proj"] = torch.stack(
+            [tensors[f"{pre}.{e}.down_proj.weight"] for e in range(n)]).contiguous()
+    save_file(out, path, metadata={"format": "pt"})
+
+
+def file_gradients(model, names):
+    """The gradient of every tensor the checkpoint file holds, under the file's names.
+    transformers 5 keeps experts fused in memory (gate_up_proj [E, 2I, H], down_proj
+    [E, H, I]); a per-expert file's gradients are the slices of the fused gradient."""
+    params = dict(model.named_parameters())
+    out = {}
+    for name in names:
+        if name in params:
+            out[name] = params[name].grad
+            continue
+        parts = name.split(".")  # model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight
+        assert parts[4] == "experts" and parts[-1] == "weight", name
+        pre, e, proj = ".".join(parts[:5]), int(parts[5]), parts[6]
+        if proj == "down_proj":
+            out[name] = params[f"{pre}.down_proj"].grad[e]
+        else:
+            gu = params[f"{pre}.gate_up_proj"].grad[e]
+            half = gu.shape[0] // 2
+            out[name] = gu[:half] if proj == "gate_proj" else gu[half:]
+    return out
+
+
+def moe_router_gap(model, ids):
+    with torch.no_grad():
+        out = model(ids, output_router_logits=True)
+    k = model.config.num_experts_per_tok
+    return min(router_gap(rl, k) for rl in out.router_logits)
+
+
+def build_model_case(name, overrides, opts):
+    out_dir = OUT / "models" / name
+    dense = opts.get("dense", False)
+    config, model_cls = make_model_config(overrides, dense)
+    base_seed = 2000 + sorted(MODEL_CASES).index(name) * 100
+    for attempt in range(50):
+        seed = base_seed + attempt
+        torch.manual_seed(seed)
+        model = model_cls(config)
+        randomise(model, seed, config.initializer_range)
+        rng = np.random.default_rng(seed)
+        ids = [int(x) for x in rng.integers(0, config.vocab_size, SEQ_LEN)]
+        t = torch.tensor([ids])
+        gap = math.inf if dense else moe_router_gap(model, t)
+        if gap >= MIN_ROUTER_GAP:
+            break
+        print(f"  {name}: seed {seed} router gap {gap:.1e}, next seed")
+    else:
+        sys.exit(f"{name}: no seed with a wide enough router margin")
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    model.save_pretrained(out_dir)
+    (out_dir / "generation_config.json").unlink(missing_ok=True)
+    if opts.get("fused"):
+        fuse_experts(out_dir)
+    stored = load_file(out_dir / "model.safetensors")
+
+    # The reference: transformers reads the file back, in float64.
+    ref = model_cls.from_pretrained(out_dir, dtype=torch.float32, attn_implementation="eager",
+                                    **({} if dense else {"experts_implementation": "eager"}))
+    ref = ref.double()
+    # transformers read every tensor back as it was (a fused file included).
+    mine = dict(model.named_parameters())
+    for k, v in ref.named_parameters():
+        assert torch.equal(v, mine[k].detach().double()), f"{name}: {k} read back differently"
+    ref.train(False)  # dropout is 0 in these configs; eval() changes nothing else
+    ref.zero_grad()
+    out = ref(input_ids=t, labels=t)
+    out.loss.backward()
+    loss = out.loss.detach()
+    ce = ForCausalLMLoss(out.logits.detach(), t, config.vocab_size)
+    expected = {"loss": out.loss.detach().reshape(()), "ce_loss": ce.detach().to(F64).reshape(())}
+    aux_on = not dense and config.output_router_logits
+    if aux_on:
+        expected["aux_loss"] = out.aux_loss.detach().to(F64).reshape(())
+        recombined = float(ce) + config.router_aux_loss_coef * float(out.aux_loss.detach())
+        assert abs(recombined - float(loss)) < 1e-6, name
+    else:
+        assert abs(float(ce) - float(loss)) < 1e-6, name
+    for key, value in opts.get("must_change", {}).items():
+        # The feature is live: switching it off changes the loss.
+        other = dict(overrides, **{key: value})
+        cfg2, _ = make_model_config(other, dense)
+        m2 = model_cls(cfg2)
+        m2.load_state_dict(model.state_dict())
+        with torch.no_grad():
+            loss2 = m2.double()(input_ids=t, labels=t).loss
+        assert abs(float(loss2) - float(loss)) > 1e-4, f"{name}: {key} has no effect"
+    grads = file_gradients(ref, stored.keys())
+    for k, gt in grads.items():
+        assert gt is not None and gt.shape == stored[k].shape, k
+        expected[k] = gt.detach()
+    save_file({k: v.float().contiguous() for k, v in expected.items()},
+              out_dir / "expected.safetensors")
+    meta = {
+        "case": name,
+        "note": opts["note"],
+        "model_class": model_cls.__name__,
+        "seed": seed,
+        "ids": ids,
+        "loss": float(loss),
+        "ce_loss": float(ce),
+        "aux_loss": float(out.aux_loss.detach()) if aux_on else None,
+        "min_router_gap": None if dense else gap,
+        "expert_layout": "fused" if opts.get("fused") else ("per-expert" if not dense else None),
+        "versions": VERSIONS,
+    }
+    (out_dir / "ids.json").write_text(json.dumps(meta, indent=1) + "\n")
+    size = sum(f.stat().st_size for f in out_dir.iterdir())
+    print(f"models/{name}: seed {seed}, {size / 1024:.0f} KiB, loss {float(loss):.5f}, "
+          f"{len(grads)} gradients")
+
+
+def build_models(cases):
+    (OUT / "models").mkdir(parents=True, exist_ok=True)
+    for name, (overrides, opts) in MODEL_CASES.items():
+        if not cases or name in cases:
+            build_model_case(name, overrides, opts)
+
+
 def main():
     torch.set_num_threads(1)
     args = sys.argv[1:]
@@ -299,7 +540,7 @@ def main():
     OUT.mkdir(parents=True, exist_ok=True)
     if "blocks" in parts:
         build_blocks()
-    if "models" in parts and "build_models" in globals():
+    if "models" in parts:
         build_models(cases)
     (OUT / "versions.json").write_text(json.dumps(VERSIONS, indent=1) + "\n")
 
