@@ -11,6 +11,7 @@
 
 pub mod blocks;
 pub mod forward;
+pub mod grad_file;
 
 use crate::error::{Error, Result};
 use crate::qwen3::config::Qwen3Config;
