@@ -75,6 +75,14 @@ pub struct Qwen3Config {
     pub dtype: Option<String>,
     /// Token ids that end generation (`eos_token_id`, an int or a list).
     pub eos_token_ids: Vec<u32>,
+    /// Training only (chapter 12): the std of transformers' `_init_weights` normal draws
+    /// (`initializer_range`, class default 0.02).
+    pub initializer_range: f32,
+    /// Training only: whether `model(labels=…)` adds the load-balancing loss
+    /// (`output_router_logits`, default false) and with what weight (`router_aux_loss_coef`,
+    /// Qwen3MoeConfig's default 0.001).
+    pub output_router_logits: bool,
+    pub router_aux_loss_coef: f32,
 }
 
 /// Sizes that fix tensor shapes must be at least 1.
@@ -301,6 +309,11 @@ impl Qwen3Config {
                 .into_iter()
                 .map(|x| x as u32)
                 .collect(),
+            initializer_range: f.opt_nonnegative_f64("initializer_range")?.unwrap_or(0.02) as f32,
+            output_router_logits: f.opt_bool("output_router_logits")?.unwrap_or(false),
+            router_aux_loss_coef: f
+                .opt_nonnegative_f64("router_aux_loss_coef")?
+                .unwrap_or(0.001) as f32,
         };
         if (0..num_hidden_layers).any(|l| !out.is_moe_layer(l)) && out.intermediate_size == 0 {
             return Err(Error::field(
