@@ -8,6 +8,9 @@ use llm_anatomy::{claims, figures, long_context::scaling, qwen3, tokenizer};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+#[path = "anatomy/train.rs"]
+mod train;
+
 #[derive(Parser)]
 #[command(
     name = "anatomy",
@@ -239,6 +242,8 @@ enum Command {
     },
     /// Stream a Hugging Face checkpoint into a GGUF file llama.cpp loads, quantised with
     /// llama.cpp's per-tensor type mix for the file type.
+    /// Train a Qwen3-MoE from scratch on a text corpus into a Hugging Face checkpoint.
+    Train(train::TrainArgs),
     Quantize {
         /// config.json + safetensors (single file or sharded with an index).
         model_dir: PathBuf,
@@ -606,6 +611,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             // After the report, so the figures that disagree are on screen; exit 1 (ours).
             llm_anatomy::bench::check_ceiling(&report)?;
         }
+        Command::Train(args) => train::run(args)?,
         Command::Quantize {
             model_dir,
             ftype,
