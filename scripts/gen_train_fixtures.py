@@ -11,8 +11,9 @@ optimizer  → tests/fixtures/train/optimizer.json:
     stepped under transformers' get_cosine_with_min_lr_schedule_with_warmup; the schedules'
     multipliers (cosine with floor, cosine, linear); torch.nn.utils.clip_grad_norm_.
 checkpoint → tests/fixtures/train/trained/logits.json:
-    loads tests/fixtures/train/trained/ (a checkpoint `anatomy train` wrote) with
-    AutoModelForCausalLM.from_pretrained and records its logits on fixed ids.
+    loads tests/fixtures/train/trained/ (a checkpoint `anatomy train` wrote, see
+    tests/fixtures/train/PROVENANCE.md) with AutoModelForCausalLM.from_pretrained (no
+    missing, unexpected or mismatched keys) and records its logits on fixed ids.
 """
 
 import json
@@ -119,7 +120,10 @@ def checkpoint_fixture():
     from transformers import AutoModelForCausalLM
 
     d = os.path.join(OUT, "trained")
-    model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32)
+    model, info = AutoModelForCausalLM.from_pretrained(
+        d, dtype=torch.float32, output_loading_info=True)
+    # Every tensor of the file is a parameter and every parameter came from the file.
+    assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
     model.eval()
     cfg = model.config
     gen = torch.Generator().manual_seed(5)
