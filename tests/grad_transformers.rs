@@ -135,7 +135,6 @@ fn check_case(case: &str) -> Result<(String, f32), String> {
 }
 
 #[test]
-#[ignore = "needs anatomy grad (helper back)"]
 fn every_case_matches_transformers_autograd() {
     let mut failures = Vec::new();
     for case in CASES {
