@@ -9,6 +9,7 @@ mod common;
 use common::{anatomy, ids};
 
 use llm_anatomy::checkpoint::Checkpoint;
+use llm_anatomy::train::params::Params;
 use std::path::{Path, PathBuf};
 
 const CASES: &[&str] = &[
@@ -172,5 +173,27 @@ fn fixtures_are_complete() {
             }
         }
         assert!(!case_ids(case).is_empty());
+    }
+}
+
+#[test]
+fn params_load_gives_the_gradient_names() {
+    // train::params reads each checkpoint under the names the expected gradients carry:
+    // per-expert names for per-expert files, fused ones for moe_fused, no lm_head when tied.
+    for case in CASES {
+        let dir = case_dir(case);
+        let p = Params::load(&dir).unwrap_or_else(|e| panic!("{case}: {e}"));
+        let mut got: Vec<(String, Vec<usize>)> = p
+            .params
+            .iter()
+            .map(|x| (x.name.clone(), x.shape.clone()))
+            .collect();
+        got.sort();
+        let want: Vec<(String, Vec<usize>)> = tensors(&dir.join("expected.safetensors"))
+            .into_iter()
+            .filter(|t| !matches!(t.0.as_str(), "loss" | "ce_loss" | "aux_loss"))
+            .map(|t| (t.0, t.1))
+            .collect();
+        assert_eq!(got, want, "{case}");
     }
 }
