@@ -1,1 +1,0 @@
-//! Chapter 12 — backward (source S0 5.4, 5.6): filled in by the trainer work.
