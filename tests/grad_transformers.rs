@@ -9,6 +9,7 @@ mod common;
 use common::{anatomy, ids};
 
 use llm_anatomy::checkpoint::Checkpoint;
+use llm_anatomy::train::backward::{LossOptions, loss_and_grads};
 use llm_anatomy::train::params::Params;
 use std::path::{Path, PathBuf};
 
@@ -84,8 +85,14 @@ fn check_case(case: &str) -> Result<(String, f32), String> {
     }
     let ours = tensors(&out);
     let _ = std::fs::remove_file(&out);
-    let expected = tensors(&dir.join("expected.safetensors"));
+    compare(&ours, &tensors(&dir.join("expected.safetensors")))
+}
 
+/// Compares name by name: the same set of names, the same shapes (a scalar as [] or [1]),
+/// and max |ours − expected| ≤ TOLERANCE × max |expected| per tensor. Returns the worst
+/// tensor and its ratio.
+type Tensors = Vec<(String, Vec<usize>, Vec<f32>)>;
+fn compare(ours: &Tensors, expected: &Tensors) -> Result<(String, f32), String> {
     let our_names: Vec<&str> = ours.iter().map(|t| t.0.as_str()).collect();
     let expected_names: Vec<&str> = expected.iter().map(|t| t.0.as_str()).collect();
     if our_names != expected_names {
@@ -102,7 +109,7 @@ fn check_case(case: &str) -> Result<(String, f32), String> {
         ));
     }
     let mut worst = (String::new(), 0.0f32);
-    for ((name, shape, got), (_, want_shape, want)) in ours.iter().zip(&expected) {
+    for ((name, shape, got), (_, want_shape, want)) in ours.iter().zip(expected) {
         let scalar = elements(want_shape) == 1 && want_shape.len() <= 1;
         if shape != want_shape && !(scalar && elements(shape) == 1) {
             return Err(format!("{name}: shape {shape:?}, expected {want_shape:?}"));
@@ -196,4 +203,44 @@ fn params_load_gives_the_gradient_names() {
             .collect();
         assert_eq!(got, want, "{case}");
     }
+}
+
+/// The library's `loss_and_grads` on the same cases, without the CLI: the gradients under
+/// the checkpoint's names, the losses as scalars.
+fn library_case(case: &str) -> Result<(String, f32), String> {
+    let dir = case_dir(case);
+    let p = Params::load(&dir).map_err(|e| e.to_string())?;
+    let ids: Vec<u32> = case_ids(case)
+        .split(',')
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let opts = LossOptions::from_config(&p.config);
+    let mut grads = p.zeros_like();
+    let losses = loss_and_grads(&p, &[ids], &opts, &mut grads).map_err(|e| e.to_string())?;
+    let mut ours: Tensors = vec![
+        ("loss".into(), vec![], vec![losses.loss]),
+        ("ce_loss".into(), vec![], vec![losses.ce_loss]),
+    ];
+    if let Some(aux) = losses.aux_loss {
+        ours.push(("aux_loss".into(), vec![], vec![aux]));
+    }
+    for (param, g) in p.params.iter().zip(grads.grads) {
+        ours.push((param.name.clone(), param.shape.clone(), g));
+    }
+    ours.sort_by(|a, b| a.0.cmp(&b.0));
+    compare(&ours, &tensors(&dir.join("expected.safetensors")))
+}
+
+#[test]
+fn loss_and_grads_match_transformers_autograd() {
+    let mut failures = Vec::new();
+    for case in CASES {
+        match library_case(case) {
+            Ok((name, ratio)) => {
+                eprintln!("{case}: worst {name} at {ratio:.1e} of its largest value")
+            }
+            Err(e) => failures.push(format!("{case}: {e}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
