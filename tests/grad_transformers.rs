@@ -25,6 +25,8 @@ const CASES: &[&str] = &[
     "dense_tied_sliding",
     "dense_linear_rope",
 ];
+/// Cases of more than one sequence: the CLI takes one, the library a batch.
+const BATCH_CASES: &[&str] = &["moe_batch2"];
 
 /// Relative tolerance: of the largest |expected| value in the tensor.
 const TOLERANCE: f32 = 1e-4;
@@ -35,10 +37,22 @@ fn case_dir(case: &str) -> PathBuf {
         .join(case)
 }
 
+fn meta(case: &str) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(case_dir(case).join("ids.json")).unwrap()).unwrap()
+}
+
 fn case_ids(case: &str) -> String {
-    let meta: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(case_dir(case).join("ids.json")).unwrap()).unwrap();
-    common::join(&ids(&meta["ids"]))
+    common::join(&ids(&meta(case)["ids"]))
+}
+
+/// The sequences of `model(input_ids=batch, labels=batch)`.
+fn case_batch(case: &str) -> Vec<Vec<u32>> {
+    meta(case)["batch"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(ids)
+        .collect()
 }
 
 /// Every tensor of a safetensors file, as f32, with its shape, sorted by name.
@@ -161,7 +175,7 @@ fn every_case_matches_transformers_autograd() {
 fn fixtures_are_complete() {
     // Without the CLI: every case has its files, the expected losses are finite, and every
     // tensor of the checkpoint has a gradient of its shape (and nothing else is there).
-    for case in CASES {
+    for case in CASES.iter().chain(BATCH_CASES) {
         let dir = case_dir(case);
         let model = tensors(&dir.join("model.safetensors"));
         let expected = tensors(&dir.join("expected.safetensors"));
@@ -179,7 +193,9 @@ fn fixtures_are_complete() {
                 assert_eq!(&m.1, shape, "{case}: {name}");
             }
         }
-        assert!(!case_ids(case).is_empty());
+        let batch = case_batch(case);
+        assert_eq!(batch[0], ids(&meta(case)["ids"]), "{case}");
+        assert_eq!(batch.len() > 1, BATCH_CASES.contains(case), "{case}");
     }
 }
 
@@ -187,7 +203,7 @@ fn fixtures_are_complete() {
 fn params_load_gives_the_gradient_names() {
     // train::params reads each checkpoint under the names the expected gradients carry:
     // per-expert names for per-expert files, fused ones for moe_fused, no lm_head when tied.
-    for case in CASES {
+    for case in CASES.iter().chain(BATCH_CASES) {
         let dir = case_dir(case);
         let p = Params::load(&dir).unwrap_or_else(|e| panic!("{case}: {e}"));
         let mut got: Vec<(String, Vec<usize>)> = p
@@ -210,13 +226,10 @@ fn params_load_gives_the_gradient_names() {
 fn library_case(case: &str) -> Result<(String, f32), String> {
     let dir = case_dir(case);
     let p = Params::load(&dir).map_err(|e| e.to_string())?;
-    let ids: Vec<u32> = case_ids(case)
-        .split(',')
-        .map(|x| x.parse().unwrap())
-        .collect();
     let opts = LossOptions::from_config(&p.config);
     let mut grads = p.zeros_like();
-    let losses = loss_and_grads(&p, &[ids], &opts, &mut grads).map_err(|e| e.to_string())?;
+    let losses =
+        loss_and_grads(&p, &case_batch(case), &opts, &mut grads).map_err(|e| e.to_string())?;
     let mut ours: Tensors = vec![
         ("loss".into(), vec![], vec![losses.loss]),
         ("ce_loss".into(), vec![], vec![losses.ce_loss]),
@@ -234,7 +247,7 @@ fn library_case(case: &str) -> Result<(String, f32), String> {
 #[test]
 fn loss_and_grads_match_transformers_autograd() {
     let mut failures = Vec::new();
-    for case in CASES {
+    for case in CASES.iter().chain(BATCH_CASES) {
         match library_case(case) {
             Ok((name, ratio)) => {
                 eprintln!("{case}: worst {name} at {ratio:.1e} of its largest value")
