@@ -2,9 +2,10 @@
 //! `train::backward::blocks`, handed the fixture's upstream gradient `dy`, returns torch's
 //! float64 gradients (generator: scripts/gen_grad_fixtures.py, torch 2.15, transformers
 //! 5.24; tensors listed in tests/fixtures/grad/blocks/README.md). Per tensor:
-//! max |ours − torch| ≤ 1e-5 × max |torch| (ours computes in f32). The MoE block, the
-//! load-balancing loss and the whole models are checked end to end by
-//! tests/grad_transformers.rs.
+//! max |ours − torch| ≤ 1e-5 × max |torch| (ours computes in f32). The MoE block is put
+//! together here from the router and SwiGLU pieces; the load-balancing loss (private to
+//! `train::backward`) and the whole models are checked end to end by
+//! tests/grad_transformers.rs. The z-loss fixture (`z_loss`) awaits a public z-loss block.
 
 use llm_anatomy::kernels::attention::Mask;
 use llm_anatomy::kernels::silu;
@@ -273,4 +274,87 @@ fn cross_entropy_mean_over_shifted_labels() {
     }
     b.check("loss", &[loss as f32]);
     b.check("dlogits", &z);
+}
+
+#[test]
+fn moe_block_with_and_without_norm_topk_prob() {
+    // transformers' Qwen3MoeSparseMoeBlock, taken apart into the blocks' pieces: the router
+    // (linear, softmax, top-k weights) and each chosen expert (SwiGLU), token by token.
+    for name in ["moe_norm_topk", "moe_no_norm"] {
+        let b = Block::open(name);
+        let [n, hidden] = b.shape("x").try_into().unwrap();
+        let [experts, two_inter, _] = b.shape("gate_up").try_into().unwrap();
+        let inter = two_inter / 2;
+        let k = b.scalar("top_k") as usize;
+        let norm = b.scalar("norm_topk_prob") == 1.0;
+        let (x, router_w, gate_up, down, dy) = (
+            b.f32("x"),
+            b.f32("router_w"),
+            b.f32("gate_up"),
+            b.f32("down"),
+            b.f32("dy"),
+        );
+        let want_idx = &b.tensors["topk_idx"].1;
+        let (mut dx, mut drouter) = (vec![0.0; x.len()], vec![0.0; router_w.len()]);
+        let (mut dgate_up, mut ddown) = (vec![0.0; gate_up.len()], vec![0.0; down.len()]);
+        let mut y = vec![0.0f32; x.len()];
+        for t in 0..n {
+            let xt = &x[t * hidden..(t + 1) * hidden];
+            let dyt = &dy[t * hidden..(t + 1) * hidden];
+            let mut p = vec![0.0; experts];
+            linear_forward(&router_w, experts, hidden, xt, &mut p);
+            llm_anatomy::kernels::softmax_in_place(&mut p);
+            let mut order: Vec<usize> = (0..experts).collect();
+            order.sort_by(|&a, &c| p[c].total_cmp(&p[a]));
+            let chosen = &order[..k];
+            let want: Vec<usize> = want_idx[t * k..(t + 1) * k]
+                .iter()
+                .map(|&e| e as usize)
+                .collect();
+            assert_eq!(chosen, want.as_slice(), "{name}: token {t}: top-k");
+            let sum: f32 = chosen.iter().map(|&e| p[e]).sum();
+            let weights: Vec<f32> = chosen
+                .iter()
+                .map(|&e| if norm { p[e] / sum } else { p[e] })
+                .collect();
+            let mut dweights = vec![0.0; k];
+            for (j, (&e, &w)) in chosen.iter().zip(&weights).enumerate() {
+                let gu = &gate_up[e * two_inter * hidden..(e + 1) * two_inter * hidden];
+                let (gate_w, up_w) = gu.split_at(inter * hidden);
+                let down_w = &down[e * hidden * inter..(e + 1) * hidden * inter];
+                let (mut g, mut u) = (vec![0.0; inter], vec![0.0; inter]);
+                linear_forward(gate_w, inter, hidden, xt, &mut g);
+                linear_forward(up_w, inter, hidden, xt, &mut u);
+                let a: Vec<f32> = g.iter().zip(&u).map(|(&g, &u)| silu(g) * u).collect();
+                let mut out = vec![0.0; hidden];
+                linear_forward(down_w, hidden, inter, &a, &mut out);
+                for (yi, oi) in y[t * hidden..(t + 1) * hidden].iter_mut().zip(&out) {
+                    *yi += w * oi;
+                }
+                dweights[j] = out.iter().zip(dyt).map(|(o, d)| o * d).sum();
+                let d_out: Vec<f32> = dyt.iter().map(|d| w * d).collect();
+                let mut da = vec![0.0; inter];
+                let dd = &mut ddown[e * hidden * inter..(e + 1) * hidden * inter];
+                linear_backward(down_w, hidden, inter, &a, &d_out, Some(&mut da), dd);
+                let (mut dg, mut du) = (vec![0.0; inter], vec![0.0; inter]);
+                swiglu_backward(&g, &u, &da, &mut dg, &mut du);
+                let dgu = &mut dgate_up[e * two_inter * hidden..(e + 1) * two_inter * hidden];
+                let (dgate_w, dup_w) = dgu.split_at_mut(inter * hidden);
+                let dxt = &mut dx[t * hidden..(t + 1) * hidden];
+                linear_backward(gate_w, inter, hidden, xt, &dg, Some(&mut *dxt), dgate_w);
+                linear_backward(up_w, inter, hidden, xt, &du, Some(dxt), dup_w);
+            }
+            let mut dp = vec![0.0; experts];
+            topk_weights_backward(&p, chosen, &weights, &dweights, norm, &mut dp);
+            let mut dz = vec![0.0; experts];
+            softmax_backward(&p, &dp, &mut dz);
+            let dxt = &mut dx[t * hidden..(t + 1) * hidden];
+            linear_backward(&router_w, experts, hidden, xt, &dz, Some(dxt), &mut drouter);
+        }
+        b.check("y", &y);
+        b.check("dx", &dx);
+        b.check("drouter_w", &drouter);
+        b.check("dgate_up", &dgate_up);
+        b.check("ddown", &ddown);
+    }
 }
