@@ -41,7 +41,6 @@ fn assert_bad_input(code: Option<i32>, stderr: &str, what: &str, needles: &[&str
 }
 
 #[test]
-#[ignore = "needs anatomy grad (helper back)"]
 fn missing_model_dir() {
     let dir = std::env::temp_dir().join("anatomy-grad-no-such-dir");
     let dir = dir.to_str().unwrap();
@@ -50,7 +49,6 @@ fn missing_model_dir() {
 }
 
 #[test]
-#[ignore = "needs anatomy grad (helper back)"]
 fn id_past_the_vocabulary() {
     // The fixture's vocabulary has 96 entries: 96 is one past the last id.
     let (code, err) = grad(&good_dir(), "1,2,96", "vocab");
@@ -62,7 +60,6 @@ fn id_past_the_vocabulary() {
 }
 
 #[test]
-#[ignore = "needs anatomy grad (helper back)"]
 fn one_id_has_nothing_to_predict() {
     let (code, err) = grad(&good_dir(), "5", "one");
     assert_bad_input(

@@ -157,7 +157,6 @@ fn compare(ours: &Tensors, expected: &Tensors) -> Result<(String, f32), String> 
 }
 
 #[test]
-#[ignore = "needs anatomy grad (helper back)"]
 fn every_case_matches_transformers_autograd() {
     let mut failures = Vec::new();
     for case in CASES {

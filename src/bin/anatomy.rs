@@ -8,6 +8,9 @@ use llm_anatomy::{claims, figures, long_context::scaling, qwen3, tokenizer};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+#[path = "anatomy/grad.rs"]
+mod grad;
+
 #[derive(Parser)]
 #[command(
     name = "anatomy",
@@ -136,6 +139,17 @@ enum Command {
         /// Every weight dequantised to f32 and the clear (reference) kernels.
         #[arg(long)]
         reference: bool,
+    },
+    /// Loss and every parameter's gradient for `model(input_ids=ids, labels=ids)`, as
+    /// safetensors ("loss", "ce_loss", "aux_loss" for MoE, one tensor per parameter).
+    Grad {
+        /// config.json + safetensors (single file or sharded with an index).
+        model_dir: PathBuf,
+        /// Comma-separated token ids (at least 2).
+        #[arg(long)]
+        ids: String,
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Continue a prompt: greedy, or sampled with --temperature / --top-p / --seed.
     Generate {
@@ -437,6 +451,11 @@ fn run(command: Command) -> anyhow::Result<()> {
                 Ok(())
             })?;
         }
+        Command::Grad {
+            model_dir,
+            ids,
+            out,
+        } => grad::run(&model_dir, &ids, &out)?,
         Command::Generate {
             model_dir,
             ids,

@@ -433,3 +433,85 @@ pub fn logsumexp(z: &[f32]) -> f64 {
     let max = z.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
     max + z.iter().map(|&x| (x as f64 - max).exp()).sum::<f64>().ln()
 }
+
+// ---------------------------------------------------------------- router losses
+
+// ANCHOR: load_balancing
+/// transformers' `load_balancing_loss_func` over every MoE layer's router logits (each
+/// `[N, E]`, pooled into `R` rows): `aux = E · Σ_e (count_e / R) · (Σ_r p_re / R)`, with
+/// `count_e` the top-k picks of expert e (no gradient). Adds `coef · ∂aux/∂logits` into
+/// `dz` (one buffer per layer) and returns `aux`.
+pub fn load_balancing_loss(
+    layers: &[Vec<f32>],
+    num_experts: usize,
+    k: usize,
+    coef: f32,
+    dz: &mut [Vec<f32>],
+) -> f32 {
+    let e = num_experts;
+    let rows = layers.iter().map(|l| l.len() / e).sum::<usize>() as f64;
+    let (mut counts, mut prob_sum) = (vec![0.0f64; e], vec![0.0f64; e]);
+    let mut probs = Vec::new();
+    let mut top = vec![0usize; k];
+    for z in layers.iter().flat_map(|l| l.chunks_exact(e)) {
+        probs.clear();
+        probs.extend_from_slice(z);
+        softmax_in_place(&mut probs);
+        crate::moe::router::top_k_into(&probs, &mut top);
+        top.iter().for_each(|&x| counts[x] += 1.0);
+        probs
+            .iter()
+            .zip(&mut prob_sum)
+            .for_each(|(p, s)| *s += *p as f64);
+    }
+    let r2 = rows * rows;
+    let aux = counts
+        .iter()
+        .zip(&prob_sum)
+        .map(|(c, p)| c * p)
+        .sum::<f64>()
+        * e as f64
+        / r2;
+    // ∂aux/∂p[r, x] = E·count_x / R², the same for every row; then each row's softmax.
+    let dp: Vec<f32> = counts
+        .iter()
+        .map(|&n| (coef as f64 * e as f64 * n / r2) as f32)
+        .collect();
+    for (l, d) in layers.iter().zip(dz.iter_mut()) {
+        for (z, dzr) in l.chunks_exact(e).zip(d.chunks_exact_mut(e)) {
+            probs.clear();
+            probs.extend_from_slice(z);
+            softmax_in_place(&mut probs);
+            softmax_backward(&probs, &dp, dzr);
+        }
+    }
+    aux as f32
+}
+// ANCHOR_END: load_balancing
+
+// ANCHOR: z_loss
+/// The ST-MoE router z-loss over every MoE layer's rows pooled:
+/// `z = mean_r logsumexp(logits_r)²`; adds `coef · ∂z/∂logits =
+/// coef · 2·lse_r·softmax(logits_r) / R` into `dz` and returns `z`.
+pub fn router_z_loss(
+    layers: &[Vec<f32>],
+    num_experts: usize,
+    coef: f32,
+    dz: &mut [Vec<f32>],
+) -> f32 {
+    let e = num_experts;
+    let rows = layers.iter().map(|l| l.len() / e).sum::<usize>() as f64;
+    let mut sum = 0.0f64;
+    for (l, d) in layers.iter().zip(dz.iter_mut()) {
+        for (z, dzr) in l.chunks_exact(e).zip(d.chunks_exact_mut(e)) {
+            let lse = logsumexp(z);
+            sum += lse * lse;
+            let g = coef as f64 * 2.0 * lse / rows;
+            for (dzi, &zi) in dzr.iter_mut().zip(z) {
+                *dzi += (g * (zi as f64 - lse).exp()) as f32;
+            }
+        }
+    }
+    (sum / rows) as f32
+}
+// ANCHOR_END: z_loss

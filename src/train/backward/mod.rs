@@ -11,14 +11,15 @@
 
 pub mod blocks;
 pub mod forward;
+pub mod grad_file;
 
 use crate::error::{Error, Result};
 use crate::qwen3::config::Qwen3Config;
 use crate::train::params::{Grads, Params};
 use blocks::{
-    add_into, attention_backward, bias_backward, cross_entropy_row, linear_backward, logsumexp,
-    rmsnorm_backward_reference, rmsnorm_backward_rows, rope_backward, softmax_backward,
-    swiglu_backward, topk_weights_backward,
+    add_into, attention_backward, bias_backward, cross_entropy_row, linear_backward,
+    load_balancing_loss, rmsnorm_backward_reference, rmsnorm_backward_rows, rope_backward,
+    router_z_loss, softmax_backward, swiglu_backward, topk_weights_backward,
 };
 use forward::{FfnTape, FfnViews, Forward, MlpTape, MlpViews, attn_shape};
 
@@ -171,64 +172,10 @@ fn router_losses(
     if layers.is_empty() {
         return (None, None, dz);
     }
-    let rows_total = layers.iter().map(|l| l.len() / e).sum::<usize>() as f64;
-    let mut aux = None;
-    if let Some(coef) = opts.aux_loss_coef {
-        // Counts of the (unbiased) top-k choices and sums of the probabilities, per expert.
-        let (mut counts, mut prob_sum) = (vec![0.0f64; e], vec![0.0f64; e]);
-        let mut probs = Vec::new();
-        let mut top = vec![0usize; k];
-        for l in layers {
-            for z in l.chunks_exact(e) {
-                probs.clear();
-                probs.extend_from_slice(z);
-                crate::kernels::softmax_in_place(&mut probs);
-                crate::moe::router::top_k_into(&probs, &mut top);
-                top.iter().for_each(|&x| counts[x] += 1.0);
-                probs
-                    .iter()
-                    .zip(&mut prob_sum)
-                    .for_each(|(p, s)| *s += *p as f64);
-            }
-        }
-        let r2 = rows_total * rows_total;
-        let value: f64 = counts
-            .iter()
-            .zip(&prob_sum)
-            .map(|(c, p)| c * p)
-            .sum::<f64>()
-            * e as f64
-            / r2;
-        aux = Some(value as f32);
-        // ∂aux/∂p[r, x] = E·count_x / R², then through each row's softmax.
-        let dp: Vec<f32> = counts
-            .iter()
-            .map(|&n| (coef as f64 * e as f64 * n / r2) as f32)
-            .collect();
-        for (l, d) in layers.iter().zip(&mut dz) {
-            for (z, dzr) in l.chunks_exact(e).zip(d.chunks_exact_mut(e)) {
-                probs.clear();
-                probs.extend_from_slice(z);
-                crate::kernels::softmax_in_place(&mut probs);
-                softmax_backward(&probs, &dp, dzr);
-            }
-        }
-    }
-    let mut zl = None;
-    if opts.z_loss_coef > 0.0 {
-        let mut sum = 0.0f64;
-        for (l, d) in layers.iter().zip(&mut dz) {
-            for (z, dzr) in l.chunks_exact(e).zip(d.chunks_exact_mut(e)) {
-                let lse = logsumexp(z);
-                sum += lse * lse;
-                let g = opts.z_loss_coef as f64 * 2.0 * lse / rows_total;
-                for (dzi, &zi) in dzr.iter_mut().zip(z) {
-                    *dzi += (g * (zi as f64 - lse).exp()) as f32;
-                }
-            }
-        }
-        zl = Some((sum / rows_total) as f32);
-    }
+    let aux = opts
+        .aux_loss_coef
+        .map(|coef| load_balancing_loss(layers, e, k, coef, &mut dz));
+    let zl = (opts.z_loss_coef > 0.0).then(|| router_z_loss(layers, e, opts.z_loss_coef, &mut dz));
     (aux, zl, dz)
 }
 
