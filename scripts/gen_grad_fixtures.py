@@ -353,6 +353,11 @@ MODEL_CASES = {
              must_change={"use_sliding_window": False,
                           "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}),
     ),
+    "moe_batch2": (
+        dict(),
+        dict(batch=2, note="a batch of 2 sequences ([2, 12], no padding): the mean over all "
+                           "22 predicted positions, aux loss pooled over all 24 rows"),
+    ),
     "dense": (dict(), dict(dense=True, note="dense Qwen3ForCausalLM, untied")),
     "dense_tied_sliding": (
         dict(num_hidden_layers=3, tie_word_embeddings=True, use_sliding_window=True,
@@ -366,6 +371,13 @@ MODEL_CASES = {
         dict(dense=True, note="dense Qwen3 with linear RoPE scaling (factor 2) and attention biases",
              must_change={"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}),
     ),
+}
+
+# Each case's first seed (fixed per case, so adding a case leaves the others' files alone).
+MODEL_SEEDS = {
+    "dense": 2000, "dense_linear_rope": 2100, "dense_tied_sliding": 2200, "moe_fused": 2300,
+    "moe_mixed_layers": 2400, "moe_no_norm_aux": 2500, "moe_no_norm_no_aux": 2600,
+    "moe_norm_topk_aux": 2700, "moe_tied": 2800, "moe_yarn_sliding": 2900, "moe_batch2": 3000,
 }
 
 
@@ -446,15 +458,17 @@ def build_model_case(name, overrides, opts):
     out_dir = OUT / "models" / name
     dense = opts.get("dense", False)
     config, model_cls = make_model_config(overrides, dense)
-    base_seed = 2000 + sorted(MODEL_CASES).index(name) * 100
+    base_seed = MODEL_SEEDS[name]
     for attempt in range(50):
         seed = base_seed + attempt
         torch.manual_seed(seed)
         model = model_cls(config)
         randomise(model, seed, config.initializer_range)
         rng = np.random.default_rng(seed)
-        ids = [int(x) for x in rng.integers(0, config.vocab_size, SEQ_LEN)]
-        t = torch.tensor([ids])
+        rows = opts.get("batch", 1)
+        batch = [[int(x) for x in rng.integers(0, config.vocab_size, SEQ_LEN)] for _ in range(rows)]
+        ids = batch[0]
+        t = torch.tensor(batch)
         gap = math.inf if dense else moe_router_gap(model, t)
         if gap >= MIN_ROUTER_GAP:
             break
@@ -512,6 +526,7 @@ def build_model_case(name, overrides, opts):
         "model_class": model_cls.__name__,
         "seed": seed,
         "ids": ids,
+        "batch": batch,  # the sequences of `model(input_ids=batch, labels=batch)`
         "loss": float(loss),
         "ce_loss": float(ce),
         "aux_loss": float(out.aux_loss.detach()) if aux_on else None,
