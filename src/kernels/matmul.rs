@@ -7,7 +7,8 @@
 //! than [`dot`]; a test pins the two equal within the summation error bound
 //! `2·cols·ε·Σ|w·x|`.
 
-use super::quant::{self, QuantizedRows};
+use super::quant::{self, ActRow, QuantizedRows};
+use super::quant_tiles::{self, MAX_ROWS, MAX_TILE_TOKENS};
 use super::{Matrix, Out, OutPtr, PANEL, ROW_BLOCK, WeightData, dot, x86};
 
 /// One member of a [`matmul_grouped`] call: matrix number `matrix` applied to `n`
@@ -205,6 +206,10 @@ fn run_jobs<'w>(
             && quant::activation_block(ty) == Some(acts.block)
         {
             let row_bytes = bytes.len() / rows;
+            if quant_tiles::has_tiles(ty) {
+                int8_tiles(ty, bytes, row_bytes, r0..r1, acts, g, o);
+                return;
+            }
             for (i, ri) in (r0..r1).enumerate() {
                 let row = &bytes[ri * row_bytes..][..row_bytes];
                 for t in 0..g.n {
@@ -241,6 +246,47 @@ fn run_jobs<'w>(
     } else {
         use rayon::prelude::*;
         (0..jobs).into_par_iter().for_each(work);
+    }
+}
+
+/// The int8 register tiles over rows `r` of a block-format matrix (`bytes`, `row_bytes`
+/// a row) for the `g.n` tokens of group `g`: tiles of [`MAX_ROWS`] rows by
+/// [`MAX_TILE_TOKENS`] tokens, nothing allocated.
+fn int8_tiles(
+    ty: crate::quant::GgmlType,
+    bytes: &[u8],
+    row_bytes: usize,
+    r: std::ops::Range<usize>,
+    acts: &QuantizedRows,
+    g: Group,
+    o: Out,
+) {
+    let empty: &[u8] = &[];
+    let mut ri = r.start;
+    while ri < r.end {
+        let nr = (r.end - ri).min(MAX_ROWS);
+        let mut rows = [empty; MAX_ROWS];
+        for (i, row) in rows[..nr].iter_mut().enumerate() {
+            *row = &bytes[(ri + i) * row_bytes..][..row_bytes];
+        }
+        let mut t = 0;
+        while t < g.n {
+            let nt = (g.n - t).min(MAX_TILE_TOKENS);
+            let xs: [ActRow; MAX_TILE_TOKENS] =
+                std::array::from_fn(|j| acts.row(g.first_in + t + j.min(nt - 1)));
+            let mut v = [0.0f32; MAX_ROWS * MAX_TILE_TOKENS];
+            let done = quant_tiles::dot_tile(ty, &rows[..nr], &xs[..nt], &mut v[..nr * nt]);
+            assert!(done, "int8 tiles: declined after has_tiles");
+            for i in 0..nr {
+                for j in 0..nt {
+                    // SAFETY: row ri + i lies in this task's rows `r` and token t + j < g.n:
+                    // the contract of `Out::set`, as for the per-row dots.
+                    unsafe { o.set(t + j, ri - r.start + i, v[i * nt + j]) };
+                }
+            }
+            t += nt;
+        }
+        ri += nr;
     }
 }
 

@@ -81,6 +81,8 @@ pub struct QuantizedRows {
     pub d: Vec<f32>,
     pub qs: Vec<i8>,
     pub sums: Vec<i16>,
+    /// Per block, `d · Σ qs` (the K kernels' minima take it 8 blocks at a time).
+    pub dsums: Vec<f32>,
 }
 
 /// One quantised row of [`QuantizedRows`].
@@ -89,6 +91,7 @@ pub struct ActRow<'a> {
     pub d: &'a [f32],
     pub qs: &'a [i8],
     pub sums: &'a [i16],
+    pub dsums: &'a [f32],
 }
 
 impl QuantizedRows {
@@ -105,12 +108,15 @@ impl QuantizedRows {
         self.d.clear();
         self.qs.clear();
         self.sums.clear();
+        self.dsums.clear();
         for xb in xs.chunks_exact(block) {
             let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
             let finite = xb.iter().all(|v| v.is_finite());
             let d = amax / 127.0;
             let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
-            self.d.push(if finite { d } else { f32::NAN });
+            let d = if finite { d } else { f32::NAN };
+            self.d.push(d);
+            let mut total = 0i32;
             for x16 in xb.chunks_exact(16) {
                 let mut s = 0i16;
                 for &v in x16 {
@@ -119,7 +125,9 @@ impl QuantizedRows {
                     s += q as i16;
                 }
                 self.sums.push(s);
+                total += s as i32;
             }
+            self.dsums.push(d * total as f32);
         }
     }
 
@@ -130,6 +138,7 @@ impl QuantizedRows {
             d: &self.d[t * nb..(t + 1) * nb],
             qs: &self.qs[t * self.cols..(t + 1) * self.cols],
             sums: &self.sums[t * self.cols / 16..(t + 1) * self.cols / 16],
+            dsums: &self.dsums[t * nb..(t + 1) * nb],
         }
     }
 
@@ -716,7 +725,11 @@ mod tests {
             with_quant_activations(true, || m.matmul(&xs, &mut out));
             for t in 0..n {
                 for r in 0..rows {
-                    let want = dot_row(ty, &bytes[r * rb..][..rb], acts.row(t));
+                    let row = &bytes[r * rb..][..rb];
+                    // A tile sums each (row, token) in the same order whatever its shape.
+                    let mut want = [dot_row(ty, row, acts.row(t))];
+                    crate::kernels::quant_tiles::dot_tile(ty, &[row], &[acts.row(t)], &mut want);
+                    let want = want[0];
                     assert_eq!(out[t * rows + r].to_bits(), want.to_bits());
                 }
             }
