@@ -118,15 +118,17 @@ fn grouped_with<'w>(
     // A block format with an int8 kernel, when the path is on (decode): the inputs are
     // quantised to 8-bit blocks once here, into the calling thread's reused buffer, and
     // every row task dots its weight blocks with them in integers.
-    let max_n = groups.iter().map(|g| g.n).max().unwrap_or(0);
+    let int8_limit = match matrix(first.matrix).data {
+        WeightData::Quant { ty, .. } => quant::int8_max_tokens(ty),
+        _ => 0,
+    };
     let act_block = match matrix(first.matrix).data {
-        WeightData::Quant { ty, .. } if quant::quantise_activations(max_n) => {
+        WeightData::Quant { ty, .. } if groups.iter().any(|g| g.n > 0 && g.n <= int8_limit) => {
             quant::activation_block(ty)
         }
         _ => None,
     };
     let min_tokens = match (avx512 && x86::avx512f(), matrix(first.matrix).data) {
-        _ if act_block.is_some() => usize::MAX,
         (false, _) => usize::MAX,
         (true, WeightData::F32(_)) => GEMM_MIN_TOKENS_F32,
         (true, _) => GEMM_MIN_TOKENS,
@@ -137,7 +139,9 @@ fn grouped_with<'w>(
         let panels = mine.as_deref_mut().unwrap_or(&mut fresh);
         pack_panels(panels, groups, xs, cols, min_tokens);
         let Some(block) = act_block else {
-            run_jobs(&matrix, groups, xs, out, avx512, work_total, panels, None);
+            run_jobs(
+                &matrix, groups, xs, out, avx512, work_total, panels, None, 0,
+            );
             return;
         };
         QUANT_ACTS.with(|cell| {
@@ -154,6 +158,7 @@ fn grouped_with<'w>(
                 work_total,
                 panels,
                 Some(acts),
+                int8_limit,
             );
         });
     });
@@ -166,7 +171,7 @@ thread_local! {
 }
 
 /// The row-block tasks of [`grouped_with`], after its checks; `acts`, when given, is `xs`
-/// quantised for the int8 kernels.
+/// quantised for the int8 kernels, which the groups of at most `int8_limit` rows take.
 #[allow(clippy::too_many_arguments)]
 fn run_jobs<'w>(
     matrix: &(impl Fn(usize) -> Matrix<'w> + Sync),
@@ -177,6 +182,7 @@ fn run_jobs<'w>(
     work_total: usize,
     panels: &Panels,
     acts: Option<&QuantizedRows>,
+    int8_limit: usize,
 ) {
     let (rows, cols) = (matrix(groups[0].matrix).rows, matrix(groups[0].matrix).cols);
     let blocks = rows.div_ceil(ROW_BLOCK);
@@ -204,6 +210,7 @@ fn run_jobs<'w>(
         };
         if let (Some(acts), WeightData::Quant { ty, bytes }) = (acts, w.data)
             && quant::activation_block(ty) == Some(acts.block)
+            && g.n <= int8_limit
         {
             let row_bytes = bytes.len() / rows;
             if quant_tiles::has_tiles(ty) {
@@ -463,7 +470,10 @@ mod tests {
                         .collect();
                     for avx512 in [false, true] {
                         let mut fast = vec![0.0f32; n * rows];
-                        q.matmul_with(&xs, &mut fast, avx512);
+                        // The f32 path (the int8 one is pinned in quant.rs and quant_tiles.rs).
+                        quant::with_quant_activations(false, || {
+                            q.matmul_with(&xs, &mut fast, avx512)
+                        });
                         for t in 0..n {
                             let x = &xs[t * cols..(t + 1) * cols];
                             let (mut clear, mut exact) = (vec![0.0; rows], vec![0.0; rows]);

@@ -13,9 +13,11 @@
 //! same order), each reference to the f32 dot of the dequantised operands, and to the true
 //! f32 dot within the activation quantisation's own bound `Σ_b (d_b/2)·Σ_{i∈b} |w_i|`.
 //!
-//! The switch: `ANATOMY_QUANT_ACTIVATIONS=1` (read once) turns the path on for matmuls of
-//! at most [`MAX_TOKENS`] token rows (decode); [`with_quant_activations`] overrides it on
-//! the calling thread (tests run both paths in one process).
+//! The switch: on by default (`ANATOMY_QUANT_ACTIVATIONS=0`, read once, turns it off), for
+//! groups of up to [`TILED_MAX_TOKENS`] token rows when the weight type has register tiles
+//! (`quant_tiles`: Q8_0, Q4_K, Q6_K), else of at most [`MAX_TOKENS`] (decode); with it on, the mean
+//! KL from transformers is at most llama.cpp's on every fixture of tests/gguf_models.rs.
+//! [`with_quant_activations`] overrides it on the calling thread (tests run both paths).
 
 use crate::quant::k_blocks::scale_min_k4;
 use crate::quant::{GgmlType, QK_K};
@@ -40,16 +42,29 @@ pub fn with_quant_activations<R>(on: bool, f: impl FnOnce() -> R) -> R {
     r
 }
 
-/// Whether a matmul whose largest group has `max_tokens` rows quantises its activations:
-/// this thread's override if set, else `ANATOMY_QUANT_ACTIVATIONS=1` and few tokens.
-pub fn quantise_activations(max_tokens: usize) -> bool {
+/// Groups of a matmul of a type with register tiles take the int8 path up to this many
+/// token rows; bigger ones (prefill's attention projections, busy experts) dequantise a
+/// row block to f32 once and run the f32 tiles, which amortise it better. Measured on a
+/// 768 × 2048 matrix, 2 threads (`quant_tiles::matmul_timing`): int8 wins at 8 tokens by
+/// 1.4–2×, loses at 32 by 1.1–1.3× for Q4_K and Q6_K.
+pub const TILED_MAX_TOKENS: usize = 16;
+
+/// The largest group of a matmul of weight type `ty` that quantises its activations (0:
+/// none): this thread's override if set (all or none), else, unless
+/// `ANATOMY_QUANT_ACTIVATIONS=0`, [`TILED_MAX_TOKENS`] when `ty` has register tiles and
+/// [`MAX_TOKENS`] (decode) for the other types with an int8 kernel.
+pub fn int8_max_tokens(ty: GgmlType) -> usize {
     static ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     if let Some(on) = OVERRIDE.with(Cell::get) {
-        return on;
+        return if on { usize::MAX } else { 0 };
     }
     let on = *ENV
-        .get_or_init(|| std::env::var("ANATOMY_QUANT_ACTIVATIONS").is_ok_and(|v| v.trim() == "1"));
-    on && max_tokens <= MAX_TOKENS
+        .get_or_init(|| !std::env::var("ANATOMY_QUANT_ACTIVATIONS").is_ok_and(|v| v.trim() == "0"));
+    match (on, super::quant_tiles::has_tiles(ty)) {
+        (false, _) => 0,
+        (true, true) => TILED_MAX_TOKENS,
+        (true, false) => MAX_TOKENS,
+    }
 }
 
 /// The activation block size the int8 dot of weight type `ty` needs, or `None` when there
@@ -58,8 +73,10 @@ pub fn activation_block(ty: GgmlType) -> Option<usize> {
     match ty {
         // The K types too: a 32-value activation block per Q4_K sub-block (two of Q6_K's)
         // keeps the activations' error below that of llama.cpp's 256-value Q8_K blocks.
-        GgmlType::Q8_0
-        | GgmlType::Q4_0
+        // Q8_0: two 16-value activation blocks per weight block (one vmulps more a block):
+        // with llama.cpp's 32 the dense qwen3/q8_0 fixture's KL exceeded llama.cpp's own.
+        GgmlType::Q8_0 => Some(16),
+        GgmlType::Q4_0
         | GgmlType::Q4_1
         | GgmlType::Q5_0
         | GgmlType::Q5_1
@@ -188,19 +205,28 @@ const Q4_0_BYTES: usize = 2 + QK8_0 / 2;
 const Q4_K_BYTES: usize = 4 + 12 + QK_K / 2;
 const Q6_K_BYTES: usize = QK_K / 2 + QK_K / 4 + QK_K / 16 + 2;
 
-/// Q8_0: `w = dw · q`; per block `(dw · dx) · Σ q · x`.
+/// Q8_0: `w = dw · q`; per block `(dw · dx₀) · Σ q·x̂q + (dw · dx₁) · Σ q·x̂q` over its
+/// two 16-value activation blocks.
 fn dot_q8_0(row: &[u8], x: ActRow) -> f32 {
     let mut acc = 0.0f32;
     for (b, blk) in row.chunks_exact(Q8_0_BYTES).enumerate() {
         let xq = &x.qs[b * QK8_0..][..QK8_0];
-        let isum: i32 = blk[2..]
-            .iter()
-            .zip(xq)
-            .map(|(&w, &v)| w as i8 as i32 * v as i32)
-            .sum();
-        acc += (f16_at(blk) * x.d[b]) * isum as f32;
+        let half = |h: usize| -> i32 {
+            blk[2 + 16 * h..2 + 16 * h + 16]
+                .iter()
+                .zip(&xq[16 * h..16 * h + 16])
+                .map(|(&w, &v)| w as i8 as i32 * v as i32)
+                .sum()
+        };
+        acc += q8_0_scale(f16_at(blk), x.d[2 * b], x.d[2 * b + 1], half(0), half(1));
     }
     acc
+}
+
+/// One Q8_0 block's term from its two half sums (shared by the reference and AVX2).
+#[inline(always)]
+fn q8_0_scale(dw: f32, dx0: f32, dx1: f32, isum0: i32, isum1: i32) -> f32 {
+    (dw * dx0) * isum0 as f32 + (dw * dx1) * isum1 as f32
 }
 
 /// Q4_0: `w = dw · (q − 8)`, low nibbles the first 16 weights, high nibbles the last 16.
@@ -421,10 +447,21 @@ mod avx2 {
     fn dot_q8_0(row: &[u8], x: ActRow) -> f32 {
         let mut acc = 0.0f32;
         for (b, blk) in row.chunks_exact(Q8_0_BYTES).enumerate() {
-            let isum = hsum(mul_sum_i8(load32(&blk[2..]), load32(&x.qs[b * QK8_0..])));
-            acc += (f16_at(blk) * x.d[b]) * isum as f32;
+            let v = mul_sum_i8(load32(&blk[2..]), load32(&x.qs[b * QK8_0..]));
+            // Lanes 0..4 hold the first 16 values' products, 4..8 the last 16's.
+            let (lo, hi) = (_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+            let (s0, s1) = (hsum4(lo), hsum4(hi));
+            acc += q8_0_scale(f16_at(blk), x.d[2 * b], x.d[2 * b + 1], s0, s1);
         }
         acc
+    }
+
+    /// The four i32 lanes summed.
+    #[target_feature(enable = "avx2")]
+    fn hsum4(s: __m128i) -> i32 {
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+        _mm_cvtsi128_si32(s)
     }
 
     #[target_feature(enable = "avx2")]

@@ -39,9 +39,10 @@ pub fn dot_tile(ty: GgmlType, rows: &[&[u8]], xs: &[ActRow], out: &mut [f32]) ->
     );
     assert_eq!(out.len(), rows.len() * xs.len(), "dot_tile: output length");
     let n = xs[0].qs.len();
+    let block = super::quant::activation_block(ty).expect("a tiled type has a block");
     for x in xs {
         assert!(
-            x.qs.len() == n && x.d.len() * 32 == n && x.sums.len() * 16 == n,
+            x.qs.len() == n && x.d.len() * block == n && x.sums.len() * 16 == n,
             "dot_tile: activation blocks"
         );
         assert_eq!(x.dsums.len(), x.d.len(), "dot_tile: activation sums");
@@ -162,15 +163,20 @@ mod avx2 {
         out
     }
 
-    /// Q8_0: per block `(dw·dx)·Σ w·x̂`, the sum by `vpmaddubsw` of |w| and x̂ carrying
+    /// Q8_0: per block `Σ_h (dw·dx_h)·Σ w·x̂` over its two 16-value activation blocks
+    /// `h` (lanes 0..4 and 4..8 of `vpmaddwd`), the sum by `vpmaddubsw` of |w| and x̂ carrying
     /// w's sign (x̂ ≠ −128: the quantiser clamps to ±127).
     #[target_feature(enable = "avx2,fma,f16c")]
     fn q8_0<const R: usize, const T: usize>(rows: &[&[u8]; R], xs: &[ActRow; T]) -> [[f32; T]; R] {
         let ones = _mm256_set1_epi16(1);
         let mut acc = [[_mm256_setzero_ps(); T]; R];
-        for b in 0..xs[0].d.len() {
+        for b in 0..xs[0].d.len() / 2 {
             let x: [__m256i; T] = std::array::from_fn(|t| load32(&xs[t].qs[32 * b..]));
-            let dx: [f32; T] = std::array::from_fn(|t| xs[t].d[b]);
+            // The two 16-value activation blocks' steps, in the lanes of their products.
+            let dx: [__m256; T] = std::array::from_fn(|t| {
+                let (d0, d1) = (xs[t].d[2 * b], xs[t].d[2 * b + 1]);
+                _mm256_set_m128(_mm_set1_ps(d1), _mm_set1_ps(d0))
+            });
             for (a, row) in acc.iter_mut().zip(rows) {
                 let blk = &row[34 * b..34 * b + 34];
                 let dw = f16_at(blk);
@@ -179,7 +185,8 @@ mod avx2 {
                 for t in 0..T {
                     let p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(x[t], w));
                     let s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-                    a[t] = _mm256_fmadd_ps(s, _mm256_set1_ps(dw * dx[t]), a[t]);
+                    let scale = _mm256_mul_ps(_mm256_set1_ps(dw), dx[t]);
+                    a[t] = _mm256_fmadd_ps(s, scale, a[t]);
                 }
             }
         }
@@ -340,7 +347,7 @@ mod avx2 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::quant::{QK8_0, QuantizedRows, dot_row_reference};
+    use super::super::quant::{QuantizedRows, activation_block, dot_row_reference};
     use super::*;
     use crate::quant::{dequantize, quantize};
 
@@ -377,7 +384,7 @@ mod tests {
             let rb = bytes.len() / MAX_ROWS;
             let xs = values(MAX_TILE_TOKENS * cols, 11, 2.0);
             let mut acts = QuantizedRows::default();
-            acts.quantize(&xs, cols, QK8_0);
+            acts.quantize(&xs, cols, activation_block(ty).unwrap());
             let mut wd = vec![0.0f32; w.len()];
             dequantize(ty, &bytes, &mut wd);
             for nr in 1..=MAX_ROWS {
@@ -421,7 +428,7 @@ mod tests {
             let mut x = values(256, 2, 1.0);
             x[40] = f32::NAN;
             let mut acts = QuantizedRows::default();
-            acts.quantize(&x, 256, QK8_0);
+            acts.quantize(&x, 256, activation_block(ty).unwrap());
             let mut out = [0.0f32];
             assert!(dot_tile(ty, &[&bytes], &[acts.row(0)], &mut out));
             assert!(out[0].is_nan(), "{}", ty.name());
@@ -431,7 +438,7 @@ mod tests {
 
 #[cfg(test)]
 mod timing {
-    use super::super::quant::{QK8_0, QuantizedRows, dot_row};
+    use super::super::quant::{QuantizedRows, dot_row};
     use super::*;
     use crate::quant::quantize;
 
@@ -448,8 +455,8 @@ mod timing {
             .map(|i| ((i * 53 % 97) as f32 - 48.0) / 32.0)
             .collect();
         let mut acts = QuantizedRows::default();
-        acts.quantize(&x, cols, QK8_0);
         for ty in [GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+            acts.quantize(&x, cols, super::super::quant::activation_block(ty).unwrap());
             let mut bytes = Vec::new();
             quantize(ty, &w, &mut bytes);
             let rb = bytes.len() / rows;
@@ -489,6 +496,50 @@ mod timing {
                 gb / tile41,
                 gb / tile42
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod matmul_timing {
+    use super::super::quant::with_quant_activations;
+    use crate::kernels::Matrix;
+    use crate::quant::{GgmlType, quantize};
+
+    /// The int8 path against the dequantise-to-f32 path on one expert-sized matrix, by
+    /// tokens per call (`cargo test --release --lib matmul_timing -- --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn matmul_timing() {
+        let (rows, cols) = (768, 2048);
+        let w: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 7919 % 211) as f32 - 105.0) / 300.0)
+            .collect();
+        for ty in [GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+            let mut bytes = Vec::new();
+            quantize(ty, &w, &mut bytes);
+            let m = Matrix::quant(ty, &bytes, rows, cols);
+            for n in [1usize, 4, 8, 32, 128] {
+                let xs: Vec<f32> = (0..n * cols)
+                    .map(|i| ((i * 53 % 97) as f32 - 48.0) / 32.0)
+                    .collect();
+                let mut out = vec![0.0f32; n * rows];
+                let mut rate = [0.0; 2];
+                for (k, on) in [true, false].into_iter().enumerate() {
+                    let reps = 2048 / n.max(8);
+                    let t0 = std::time::Instant::now();
+                    for _ in 0..reps {
+                        with_quant_activations(on, || m.matmul(&xs, &mut out));
+                    }
+                    rate[k] = (reps * n) as f64 / t0.elapsed().as_secs_f64();
+                }
+                eprintln!(
+                    "{} n={n}: int8 {:.0} tok/s, f32 {:.0} tok/s",
+                    ty.name(),
+                    rate[0],
+                    rate[1]
+                );
+            }
         }
     }
 }
