@@ -7,8 +7,8 @@
 //! than [`dot`]; a test pins the two equal within the summation error bound
 //! `2·cols·ε·Σ|w·x|`.
 
+use super::quant::tiles::{self as quant_tiles, MAX_ROWS, MAX_TILE_TOKENS};
 use super::quant::{self, ActRow, QuantizedRows};
-use super::quant_tiles::{self, MAX_ROWS, MAX_TILE_TOKENS};
 use super::{Matrix, Out, OutPtr, PANEL, ROW_BLOCK, WeightData, dot, x86};
 
 /// One member of a [`matmul_grouped`] call: matrix number `matrix` applied to `n`
@@ -470,7 +470,7 @@ mod tests {
                         .collect();
                     for avx512 in [false, true] {
                         let mut fast = vec![0.0f32; n * rows];
-                        // The f32 path (the int8 one is pinned in quant.rs and quant_tiles.rs).
+                        // The f32 path (the int8 one is pinned in quant.rs and quant/tiles.rs).
                         quant::with_quant_activations(false, || {
                             q.matmul_with(&xs, &mut fast, avx512)
                         });

@@ -22,7 +22,6 @@
 pub mod attention;
 pub mod matmul;
 pub mod quant;
-pub mod quant_tiles;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

@@ -15,7 +15,7 @@
 //!
 //! The switch: on by default (`ANATOMY_QUANT_ACTIVATIONS=0`, read once, turns it off), for
 //! groups of up to [`TILED_MAX_TOKENS`] token rows when the weight type has register tiles
-//! (`quant_tiles`: Q8_0, Q4_K, Q6_K), else of at most [`MAX_TOKENS`] (decode); with it on, the mean
+//! (`tiles`: Q8_0, Q4_K, Q6_K), else of at most [`MAX_TOKENS`] (decode); with it on, the mean
 //! KL from transformers is at most llama.cpp's on every fixture of tests/gguf_models.rs.
 //! [`with_quant_activations`] overrides it on the calling thread (tests run both paths).
 
@@ -45,7 +45,7 @@ pub fn with_quant_activations<R>(on: bool, f: impl FnOnce() -> R) -> R {
 /// Groups of a matmul of a type with register tiles take the int8 path up to this many
 /// token rows; bigger ones (prefill's attention projections, busy experts) dequantise a
 /// row block to f32 once and run the f32 tiles, which amortise it better. Measured on a
-/// 768 × 2048 matrix, 2 threads (`quant_tiles::matmul_timing`): int8 wins at 8 tokens by
+/// 768 × 2048 matrix, 2 threads (`tiles::matmul_timing`): int8 wins at 8 tokens by
 /// 1.4–2×, loses at 32 by 1.1–1.3× for Q4_K and Q6_K.
 pub const TILED_MAX_TOKENS: usize = 16;
 
@@ -60,7 +60,7 @@ pub fn int8_max_tokens(ty: GgmlType) -> usize {
     }
     let on = *ENV
         .get_or_init(|| !std::env::var("ANATOMY_QUANT_ACTIVATIONS").is_ok_and(|v| v.trim() == "0"));
-    match (on, super::quant_tiles::has_tiles(ty)) {
+    match (on, tiles::has_tiles(ty)) {
         (false, _) => 0,
         (true, true) => TILED_MAX_TOKENS,
         (true, false) => MAX_TOKENS,
@@ -372,6 +372,8 @@ fn dot_q6_k(row: &[u8], x: ActRow) -> f32 {
     acc
 }
 
+pub mod tiles;
+
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 
@@ -512,7 +514,7 @@ mod tests {
                     let row = &bytes[r * rb..][..rb];
                     // A tile sums each (row, token) in the same order whatever its shape.
                     let mut want = [dot_row(ty, row, acts.row(t))];
-                    crate::kernels::quant_tiles::dot_tile(ty, &[row], &[acts.row(t)], &mut want);
+                    tiles::dot_tile(ty, &[row], &[acts.row(t)], &mut want);
                     let want = want[0];
                     assert_eq!(out[t * rows + r].to_bits(), want.to_bits());
                 }

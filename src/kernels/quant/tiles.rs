@@ -3,16 +3,16 @@
 //! the three types of llama.cpp's q8_0 and q4_k_m files (Q8_0, Q4_K, Q6_K). Each
 //! activation block's token vector is loaded once for all rows and each weight block is
 //! unpacked once for all tokens; the sums stay in f32 vector registers (one per row and
-//! token) until the end of the row, where [`super::quant::dot_row`] adds every 32-value
-//! block into a scalar. The integer sum of each 32-value block is the reference's exactly;
-//! only the f32 additions come in another order, so tests pin every tile to
-//! [`super::quant::dot_row_reference`] within `4·(blocks)·ε·Σ|terms|`.
+//! token) until the end of the row, where one horizontal sum gives each dot. The integer
+//! sum of each activation block is the reference's exactly; only the f32 additions come
+//! in another order, so tests pin every tile to
+//! [`super::dot_row_reference`] within `4·(blocks)·ε·Σ|terms|`.
 //!
 //! The K types' minima and offsets use the activations' per-16 sums: Q4_K's
 //! `Σ_s dmin·m_s·dx_s·Σx̂q` is one 8-lane product per 256 weights with
-//! [`super::quant::ActRow::dsums`], Q6_K's `32·d·Σ_s sc_s·Σx̂q` one `vpmaddwd`.
+//! [`super::ActRow::dsums`], Q6_K's `32·d·Σ_s sc_s·Σx̂q` one `vpmaddwd`.
 
-use super::quant::ActRow;
+use super::ActRow;
 use crate::quant::GgmlType;
 
 /// Weight rows per tile.
@@ -39,7 +39,7 @@ pub fn dot_tile(ty: GgmlType, rows: &[&[u8]], xs: &[ActRow], out: &mut [f32]) ->
     );
     assert_eq!(out.len(), rows.len() * xs.len(), "dot_tile: output length");
     let n = xs[0].qs.len();
-    let block = super::quant::activation_block(ty).expect("a tiled type has a block");
+    let block = super::activation_block(ty).expect("a tiled type has a block");
     for x in xs {
         assert!(
             x.qs.len() == n && x.d.len() * block == n && x.sums.len() * 16 == n,
@@ -88,7 +88,7 @@ mod avx2 {
     //! value q ≤ 63 by |x̂| ≤ 127 are at most 2·63·127 = 16002 < 2^15, and Q8_0's sign
     //! trick (|w| ≤ 128 by x̂ with w's sign) at most 2·128·127 = 32512; `vpmaddwd` by a
     //! scale ≤ 128 stays below 2^23 per lane.
-    use super::super::quant::ActRow;
+    use super::ActRow;
     use crate::quant::GgmlType;
     use crate::quant::k_blocks::scale_min_k4;
     use std::arch::x86_64::*;
@@ -330,7 +330,7 @@ mod avx2 {
 
 #[cfg(not(target_arch = "x86_64"))]
 mod avx2 {
-    use super::super::quant::ActRow;
+    use super::ActRow;
     use crate::quant::GgmlType;
     /// No AVX2 here: the per-row kernels run.
     pub fn available() -> bool {
@@ -347,7 +347,7 @@ mod avx2 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::quant::{QuantizedRows, activation_block, dot_row_reference};
+    use super::super::{QuantizedRows, activation_block, dot_row_reference};
     use super::*;
     use crate::quant::{dequantize, quantize};
 
@@ -438,7 +438,7 @@ mod tests {
 
 #[cfg(test)]
 mod timing {
-    use super::super::quant::{QuantizedRows, dot_row};
+    use super::super::{QuantizedRows, dot_row};
     use super::*;
     use crate::quant::quantize;
 
@@ -456,7 +456,7 @@ mod timing {
             .collect();
         let mut acts = QuantizedRows::default();
         for ty in [GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
-            acts.quantize(&x, cols, super::super::quant::activation_block(ty).unwrap());
+            acts.quantize(&x, cols, super::super::activation_block(ty).unwrap());
             let mut bytes = Vec::new();
             quantize(ty, &w, &mut bytes);
             let rb = bytes.len() / rows;
@@ -502,7 +502,7 @@ mod timing {
 
 #[cfg(test)]
 mod matmul_timing {
-    use super::super::quant::with_quant_activations;
+    use super::super::with_quant_activations;
     use crate::kernels::Matrix;
     use crate::quant::{GgmlType, quantize};
 
