@@ -90,7 +90,6 @@ mod avx2 {
     //! scale ≤ 128 stays below 2^23 per lane.
     use super::ActRow;
     use crate::quant::GgmlType;
-    use crate::quant::k_blocks::scale_min_k4;
     use std::arch::x86_64::*;
 
     /// AVX2, FMA and F16C, which every kernel here is compiled with.
@@ -193,34 +192,53 @@ mod avx2 {
         finish(&acc)
     }
 
+    /// Q4_K's 12 bytes of 6-bit scales and minima unpacked, four at a time in u32 words:
+    /// the 8 scales and the 8 minima, one per byte (what `scale_min_k4` gives one by one;
+    /// a test checks they agree).
+    pub(super) fn unpack_scale_min_k4(b: &[u8]) -> (u64, u64) {
+        let word = |k: usize| u32::from_le_bytes([b[k], b[k + 1], b[k + 2], b[k + 3]]);
+        let (lo, mid, hi) = (word(0), word(4), word(8));
+        let sc_lo = lo & 0x3f3f_3f3f;
+        let m_lo = mid & 0x3f3f_3f3f;
+        let sc_hi = (hi & 0x0f0f_0f0f) | (((lo >> 6) & 0x0303_0303) << 4);
+        let m_hi = ((hi >> 4) & 0x0f0f_0f0f) | (((mid >> 6) & 0x0303_0303) << 4);
+        (
+            sc_lo as u64 | (sc_hi as u64) << 32,
+            m_lo as u64 | (m_hi as u64) << 32,
+        )
+    }
+
     /// Q4_K: per 32-weight sub-block `s` (activation block `j`), `d·dx_j·sc_s·Σ q·x̂q`,
     /// summed per 256-weight block before the one multiplication by `d`; minus
     /// `dmin·Σ_s m_s·dx_j·Σx̂q`, one 8-lane product with the token's `dsums`.
     #[target_feature(enable = "avx2,fma,f16c")]
     fn q4_k<const R: usize, const T: usize>(rows: &[&[u8]; R], xs: &[ActRow; T]) -> [[f32; T]; R] {
         let m4 = _mm256_set1_epi8(0x0f);
+        // Byte shuffles repeating i16 lane s (bytes 2s, 2s + 1) across a register.
+        let pick: [__m256i; 8] =
+            std::array::from_fn(|s| _mm256_set1_epi16((2 * s as i16) | ((2 * s as i16 + 1) << 8)));
         let mut acc = [[_mm256_setzero_ps(); T]; R];
         for b in 0..xs[0].d.len() / 8 {
-            let mut sc = [[0i16; 8]; R];
+            // Per row: the 8 scales as i16 in both 128-bit lanes (one byte shuffle picks
+            // a sub-block's), the 8 minima as f32 times dmin.
+            let mut sc = [_mm256_setzero_si256(); R];
             let mut d = [0.0f32; R];
             for i in 0..R {
                 let blk = &rows[i][144 * b..144 * b + 144];
                 d[i] = f16_at(blk);
                 let dmin = f16_at(&blk[2..]);
-                let mut m = [0.0f32; 8];
-                for s in 0..8 {
-                    let (c, mn) = scale_min_k4(s, &blk[4..16]);
-                    sc[i][s] = c as i16;
-                    m[s] = mn as f32;
-                }
-                let mins = _mm256_mul_ps(loadf8(&m), _mm256_set1_ps(dmin));
+                let (scales, mins) = unpack_scale_min_k4(&blk[4..16]);
+                let s16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(scales as i64));
+                sc[i] = _mm256_broadcastsi128_si256(s16);
+                let m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(mins as i64)));
+                let mins = _mm256_mul_ps(m, _mm256_set1_ps(dmin));
                 for t in 0..T {
                     let ds = loadf8(&xs[t].dsums[8 * b..]);
                     acc[i][t] = _mm256_fnmadd_ps(mins, ds, acc[i][t]);
                 }
             }
             let mut blockacc = [[_mm256_setzero_ps(); T]; R];
-            for s in 0..8 {
+            for (s, pick) in pick.iter().enumerate() {
                 let j = 8 * b + s;
                 let x: [__m256i; T] = std::array::from_fn(|t| load32(&xs[t].qs[32 * j..]));
                 let dx: [__m256; T] = std::array::from_fn(|t| _mm256_set1_ps(xs[t].d[j]));
@@ -231,7 +249,7 @@ mod avx2 {
                     } else {
                         _mm256_and_si256(_mm256_srli_epi16(q, 4), m4)
                     };
-                    let scale = _mm256_set1_epi16(sc[i][s]);
+                    let scale = _mm256_shuffle_epi8(sc[i], *pick);
                     for t in 0..T {
                         let p = _mm256_maddubs_epi16(q, x[t]);
                         let v = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, scale));
@@ -419,6 +437,27 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn the_word_unpacking_of_q4_k_scales_is_scale_min_k4() {
+        use crate::quant::k_blocks::scale_min_k4;
+        let mut seed = 7u32;
+        for _ in 0..200 {
+            let b: Vec<u8> = (0..12)
+                .map(|_| {
+                    seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
+                    (seed >> 24) as u8
+                })
+                .collect();
+            let (sc, m) = avx2::unpack_scale_min_k4(&b);
+            for s in 0..8 {
+                let (c, mn) = scale_min_k4(s, &b);
+                assert_eq!(((sc >> (8 * s)) & 0xff) as u8, c);
+                assert_eq!(((m >> (8 * s)) & 0xff) as u8, mn);
             }
         }
     }
