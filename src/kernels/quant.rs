@@ -538,6 +538,44 @@ mod tests {
         }
     }
 
+    /// The default policy, per group of one call: a tiled type's groups of at most
+    /// TILED_MAX_TOKENS rows take int8, bigger ones the f32 path.
+    #[test]
+    fn small_groups_take_int8_and_big_ones_f32() {
+        use crate::kernels::{Group, Matrix, matmul_grouped};
+        if std::env::var("ANATOMY_QUANT_ACTIVATIONS").is_ok_and(|v| v.trim() == "0") {
+            return;
+        }
+        let (rows, cols, big) = (40, 256, TILED_MAX_TOKENS + 4);
+        let w = values(rows * cols, 9, 0.2);
+        let mut bytes = Vec::new();
+        quantize(GgmlType::Q4_K, &w, &mut bytes);
+        let m = Matrix::quant(GgmlType::Q4_K, &bytes, rows, cols);
+        let n = 3 + big;
+        let xs = values(n * cols, 4, 1.0);
+        let groups = [
+            Group {
+                matrix: 0,
+                first_in: 0,
+                n: 3,
+                first_out: 0,
+            },
+            Group {
+                matrix: 0,
+                first_in: 3,
+                n: big,
+                first_out: 3,
+            },
+        ];
+        let mut out = vec![0.0f32; n * rows];
+        matmul_grouped(|_| m, &groups, &xs, &mut out);
+        let (mut int8, mut f32_path) = (vec![0.0f32; n * rows], vec![0.0f32; n * rows]);
+        with_quant_activations(true, || m.matmul(&xs, &mut int8));
+        with_quant_activations(false, || m.matmul(&xs, &mut f32_path));
+        assert_eq!(out[..3 * rows], int8[..3 * rows]);
+        assert_eq!(out[3 * rows..], f32_path[3 * rows..]);
+    }
+
     #[test]
     fn a_non_finite_activation_gives_nan() {
         let (_, bytes, mut x, _) = setup(GgmlType::Q4_K, 256, 1);
