@@ -240,7 +240,18 @@ fn the_model_commands_take_a_gguf_file() {
     let scale = hf.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let out = std::env::temp_dir().join(format!("anatomy-gguf-cli-{}", std::process::id()));
     std::fs::create_dir_all(&out).unwrap();
-    for (flag, bound) in [(None, 1e-3 * scale), (Some("--reference"), 1e-4 * scale)] {
+    // The default: the fast path (int8 activations; its accuracy is the KL criterion
+    // above), so the command's logits are the library's; --reference: transformers'.
+    let (cfg, file) = qwen3::open(&case.path).unwrap();
+    let fast = Model::new(cfg, &file)
+        .unwrap()
+        .logits(&prompt())
+        .unwrap()
+        .logits;
+    for (flag, want, bound) in [
+        (None, &fast, 1e-5 * scale),
+        (Some("--reference"), &hf, 1e-4 * scale),
+    ] {
         let file = out.join("logits.safetensors");
         let mut args = vec![
             "logits",
@@ -262,7 +273,7 @@ fn the_model_commands_take_a_gguf_file() {
             .to_f32("logits")
             .unwrap();
         assert_eq!(shape, [16, 256]);
-        let diff = common::max_abs_diff(&logits, &hf);
+        let diff = common::max_abs_diff(&logits, want);
         assert!(diff <= bound, "{flag:?}: max |Δ| {diff}");
     }
     let run = common::anatomy(&[
@@ -313,14 +324,13 @@ fn the_model_commands_take_a_gguf_file() {
     );
 }
 
-/// The int8 path (kernels::quant: activations quantised to 8-bit blocks of 32, integer
-/// dots with the weight blocks) forced on for every matmul of every fixture: its mean KL
-/// from transformers' distribution next to the f32 path's and llama.cpp's. The criterion
-/// of issue 14, KL(hf ‖ int8) ≤ KL(hf ‖ llama.cpp), holds on 18 of the 19 files; on
-/// qwen3/q8_0 (Q8_0 weights, the same activation blocks llama.cpp uses) it is 4.03e-4
-/// against 3.84e-4, so the path stays off by default (`ANATOMY_QUANT_ACTIVATIONS=1` turns
-/// it on). This test lists the files that miss the criterion and holds the path within
-/// 1.25 × llama.cpp's KL on every one, so a broken kernel cannot pass.
+/// The int8 path (kernels::quant: activations quantised to 8-bit blocks, 16 values for
+/// Q8_0 weights and 32 for the others, integer dots with the weight blocks) forced on for
+/// every matmul of every fixture, whatever its size: its mean KL from transformers'
+/// distribution is at most llama.cpp's on all 19 files (the criterion of issue 14; with
+/// llama.cpp's own 32-value blocks for Q8_0 it missed on qwen3/q8_0, 4.03e-4 against
+/// 3.84e-4, which is why Q8_0 weights take 16-value activation blocks), so the path is on
+/// by default (`ANATOMY_QUANT_ACTIVATIONS=0` turns it off).
 #[test]
 fn int8_path_is_as_close_to_transformers_as_llama_cpp() {
     use llm_anatomy::kernels::quant::with_quant_activations;
@@ -330,7 +340,7 @@ fn int8_path_is_as_close_to_transformers_as_llama_cpp() {
         let (cfg, file) = qwen3::open(&c.path).unwrap();
         let vocab = cfg.vocab_size;
         let model = Model::new(cfg, &file).unwrap();
-        let f32_path = model.logits(&ids).unwrap().logits;
+        let f32_path = with_quant_activations(false, || model.logits(&ids).unwrap().logits);
         let int8 = with_quant_activations(true, || model.logits(&ids).unwrap().logits);
         let (hf, _) = read_npy(&c.hf_logits);
         let (kl_f32, kl_int8) = (mean_kl(&hf, &f32_path, vocab), mean_kl(&hf, &int8, vocab));
@@ -339,15 +349,11 @@ fn int8_path_is_as_close_to_transformers_as_llama_cpp() {
             c.model, c.file, c.llama_kl
         );
         if kl_int8 > c.llama_kl {
-            worse.push(format!("{}/{}", c.model, c.file));
+            worse.push(format!(
+                "{}/{}: {kl_int8:.3e} > {:.3e}",
+                c.model, c.file, c.llama_kl
+            ));
         }
-        assert!(
-            kl_int8 <= 1.25 * c.llama_kl,
-            "{}/{}: int8 KL {kl_int8} > 1.25 × llama.cpp's {}",
-            c.model,
-            c.file,
-            c.llama_kl
-        );
     }
-    eprintln!("int8 KL above llama.cpp's on {worse:?}");
+    assert!(worse.is_empty(), "int8 KL above llama.cpp's on {worse:?}");
 }

@@ -7,7 +7,8 @@
 //! than [`dot`]; a test pins the two equal within the summation error bound
 //! `2·cols·ε·Σ|w·x|`.
 
-use super::quant::{self, QuantizedRows};
+use super::quant::tiles::{self as quant_tiles, MAX_ROWS, MAX_TILE_TOKENS};
+use super::quant::{self, ActRow, QuantizedRows};
 use super::{Matrix, Out, OutPtr, PANEL, ROW_BLOCK, WeightData, dot, x86};
 
 /// One member of a [`matmul_grouped`] call: matrix number `matrix` applied to `n`
@@ -117,15 +118,17 @@ fn grouped_with<'w>(
     // A block format with an int8 kernel, when the path is on (decode): the inputs are
     // quantised to 8-bit blocks once here, into the calling thread's reused buffer, and
     // every row task dots its weight blocks with them in integers.
-    let max_n = groups.iter().map(|g| g.n).max().unwrap_or(0);
+    let int8_limit = match matrix(first.matrix).data {
+        WeightData::Quant { ty, .. } => quant::int8_max_tokens(ty),
+        _ => 0,
+    };
     let act_block = match matrix(first.matrix).data {
-        WeightData::Quant { ty, .. } if quant::quantise_activations(max_n) => {
+        WeightData::Quant { ty, .. } if groups.iter().any(|g| g.n > 0 && g.n <= int8_limit) => {
             quant::activation_block(ty)
         }
         _ => None,
     };
     let min_tokens = match (avx512 && x86::avx512f(), matrix(first.matrix).data) {
-        _ if act_block.is_some() => usize::MAX,
         (false, _) => usize::MAX,
         (true, WeightData::F32(_)) => GEMM_MIN_TOKENS_F32,
         (true, _) => GEMM_MIN_TOKENS,
@@ -136,7 +139,9 @@ fn grouped_with<'w>(
         let panels = mine.as_deref_mut().unwrap_or(&mut fresh);
         pack_panels(panels, groups, xs, cols, min_tokens);
         let Some(block) = act_block else {
-            run_jobs(&matrix, groups, xs, out, avx512, work_total, panels, None);
+            run_jobs(
+                &matrix, groups, xs, out, avx512, work_total, panels, None, 0,
+            );
             return;
         };
         QUANT_ACTS.with(|cell| {
@@ -153,6 +158,7 @@ fn grouped_with<'w>(
                 work_total,
                 panels,
                 Some(acts),
+                int8_limit,
             );
         });
     });
@@ -165,7 +171,7 @@ thread_local! {
 }
 
 /// The row-block tasks of [`grouped_with`], after its checks; `acts`, when given, is `xs`
-/// quantised for the int8 kernels.
+/// quantised for the int8 kernels, which the groups of at most `int8_limit` rows take.
 #[allow(clippy::too_many_arguments)]
 fn run_jobs<'w>(
     matrix: &(impl Fn(usize) -> Matrix<'w> + Sync),
@@ -176,6 +182,7 @@ fn run_jobs<'w>(
     work_total: usize,
     panels: &Panels,
     acts: Option<&QuantizedRows>,
+    int8_limit: usize,
 ) {
     let (rows, cols) = (matrix(groups[0].matrix).rows, matrix(groups[0].matrix).cols);
     let blocks = rows.div_ceil(ROW_BLOCK);
@@ -203,8 +210,13 @@ fn run_jobs<'w>(
         };
         if let (Some(acts), WeightData::Quant { ty, bytes }) = (acts, w.data)
             && quant::activation_block(ty) == Some(acts.block)
+            && g.n <= int8_limit
         {
             let row_bytes = bytes.len() / rows;
+            if quant_tiles::has_tiles(ty) {
+                int8_tiles(ty, bytes, row_bytes, r0..r1, acts, g, o);
+                return;
+            }
             for (i, ri) in (r0..r1).enumerate() {
                 let row = &bytes[ri * row_bytes..][..row_bytes];
                 for t in 0..g.n {
@@ -241,6 +253,47 @@ fn run_jobs<'w>(
     } else {
         use rayon::prelude::*;
         (0..jobs).into_par_iter().for_each(work);
+    }
+}
+
+/// The int8 register tiles over rows `r` of a block-format matrix (`bytes`, `row_bytes`
+/// a row) for the `g.n` tokens of group `g`: tiles of [`MAX_ROWS`] rows by
+/// [`MAX_TILE_TOKENS`] tokens, nothing allocated.
+fn int8_tiles(
+    ty: crate::quant::GgmlType,
+    bytes: &[u8],
+    row_bytes: usize,
+    r: std::ops::Range<usize>,
+    acts: &QuantizedRows,
+    g: Group,
+    o: Out,
+) {
+    let empty: &[u8] = &[];
+    let mut ri = r.start;
+    while ri < r.end {
+        let nr = (r.end - ri).min(MAX_ROWS);
+        let mut rows = [empty; MAX_ROWS];
+        for (i, row) in rows[..nr].iter_mut().enumerate() {
+            *row = &bytes[(ri + i) * row_bytes..][..row_bytes];
+        }
+        let mut t = 0;
+        while t < g.n {
+            let nt = (g.n - t).min(MAX_TILE_TOKENS);
+            let xs: [ActRow; MAX_TILE_TOKENS] =
+                std::array::from_fn(|j| acts.row(g.first_in + t + j.min(nt - 1)));
+            let mut v = [0.0f32; MAX_ROWS * MAX_TILE_TOKENS];
+            let done = quant_tiles::dot_tile(ty, &rows[..nr], &xs[..nt], &mut v[..nr * nt]);
+            assert!(done, "int8 tiles: declined after has_tiles");
+            for i in 0..nr {
+                for j in 0..nt {
+                    // SAFETY: row ri + i lies in this task's rows `r` and token t + j < g.n:
+                    // the contract of `Out::set`, as for the per-row dots.
+                    unsafe { o.set(t + j, ri - r.start + i, v[i * nt + j]) };
+                }
+            }
+            t += nt;
+        }
+        ri += nr;
     }
 }
 
@@ -417,7 +470,10 @@ mod tests {
                         .collect();
                     for avx512 in [false, true] {
                         let mut fast = vec![0.0f32; n * rows];
-                        q.matmul_with(&xs, &mut fast, avx512);
+                        // The f32 path (the int8 one is pinned in quant.rs and quant/tiles.rs).
+                        quant::with_quant_activations(false, || {
+                            q.matmul_with(&xs, &mut fast, avx512)
+                        });
                         for t in 0..n {
                             let x = &xs[t * cols..(t + 1) * cols];
                             let (mut clear, mut exact) = (vec![0.0; rows], vec![0.0; rows]);

@@ -15,7 +15,7 @@
 //! [`Matrix::row_slice_into`], which dequantises only the blocks a span covers, so a GGUF
 //! model runs from its mapped file with no dequantised copy. [`quant`] holds the int8 path:
 //! activations quantised to 8-bit blocks, dotted with the weight blocks in integers, as
-//! llama.cpp does (switched by `ANATOMY_QUANT_ACTIVATIONS`).
+//! llama.cpp does (on unless `ANATOMY_QUANT_ACTIVATIONS=0`).
 //!
 //! Every fast kernel is pinned equal to its reference by a test in the file that calls it.
 

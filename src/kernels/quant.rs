@@ -13,9 +13,11 @@
 //! same order), each reference to the f32 dot of the dequantised operands, and to the true
 //! f32 dot within the activation quantisation's own bound `Σ_b (d_b/2)·Σ_{i∈b} |w_i|`.
 //!
-//! The switch: `ANATOMY_QUANT_ACTIVATIONS=1` (read once) turns the path on for matmuls of
-//! at most [`MAX_TOKENS`] token rows (decode); [`with_quant_activations`] overrides it on
-//! the calling thread (tests run both paths in one process).
+//! The switch: on by default (`ANATOMY_QUANT_ACTIVATIONS=0`, read once, turns it off), for
+//! groups of up to [`TILED_MAX_TOKENS`] token rows when the weight type has register tiles
+//! (`tiles`: Q8_0, Q4_K, Q6_K), else of at most [`MAX_TOKENS`] (decode); with it on, the mean
+//! KL from transformers is at most llama.cpp's on every fixture of tests/gguf_models.rs.
+//! [`with_quant_activations`] overrides it on the calling thread (tests run both paths).
 
 use crate::quant::k_blocks::scale_min_k4;
 use crate::quant::{GgmlType, QK_K};
@@ -40,16 +42,29 @@ pub fn with_quant_activations<R>(on: bool, f: impl FnOnce() -> R) -> R {
     r
 }
 
-/// Whether a matmul whose largest group has `max_tokens` rows quantises its activations:
-/// this thread's override if set, else `ANATOMY_QUANT_ACTIVATIONS=1` and few tokens.
-pub fn quantise_activations(max_tokens: usize) -> bool {
+/// Groups of a matmul of a type with register tiles take the int8 path up to this many
+/// token rows; bigger ones (prefill's attention projections, busy experts) dequantise a
+/// row block to f32 once and run the f32 tiles, which amortise it better. Measured on a
+/// 768 × 2048 matrix, 2 threads (`tiles::matmul_timing`): int8 wins at 8 tokens by
+/// 1.4–2×, loses at 32 by 1.1–1.3× for Q4_K and Q6_K.
+pub const TILED_MAX_TOKENS: usize = 16;
+
+/// The largest group of a matmul of weight type `ty` that quantises its activations (0:
+/// none): this thread's override if set (all or none), else, unless
+/// `ANATOMY_QUANT_ACTIVATIONS=0`, [`TILED_MAX_TOKENS`] when `ty` has register tiles and
+/// [`MAX_TOKENS`] (decode) for the other types with an int8 kernel.
+pub fn int8_max_tokens(ty: GgmlType) -> usize {
     static ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     if let Some(on) = OVERRIDE.with(Cell::get) {
-        return on;
+        return if on { usize::MAX } else { 0 };
     }
     let on = *ENV
-        .get_or_init(|| std::env::var("ANATOMY_QUANT_ACTIVATIONS").is_ok_and(|v| v.trim() == "1"));
-    on && max_tokens <= MAX_TOKENS
+        .get_or_init(|| !std::env::var("ANATOMY_QUANT_ACTIVATIONS").is_ok_and(|v| v.trim() == "0"));
+    match (on, tiles::has_tiles(ty)) {
+        (false, _) => 0,
+        (true, true) => TILED_MAX_TOKENS,
+        (true, false) => MAX_TOKENS,
+    }
 }
 
 /// The activation block size the int8 dot of weight type `ty` needs, or `None` when there
@@ -58,8 +73,10 @@ pub fn activation_block(ty: GgmlType) -> Option<usize> {
     match ty {
         // The K types too: a 32-value activation block per Q4_K sub-block (two of Q6_K's)
         // keeps the activations' error below that of llama.cpp's 256-value Q8_K blocks.
-        GgmlType::Q8_0
-        | GgmlType::Q4_0
+        // Q8_0: two 16-value activation blocks per weight block (one vmulps more a block):
+        // with llama.cpp's 32 the dense qwen3/q8_0 fixture's KL exceeded llama.cpp's own.
+        GgmlType::Q8_0 => Some(16),
+        GgmlType::Q4_0
         | GgmlType::Q4_1
         | GgmlType::Q5_0
         | GgmlType::Q5_1
@@ -81,6 +98,8 @@ pub struct QuantizedRows {
     pub d: Vec<f32>,
     pub qs: Vec<i8>,
     pub sums: Vec<i16>,
+    /// Per block, `d · Σ qs` (the K kernels' minima take it 8 blocks at a time).
+    pub dsums: Vec<f32>,
 }
 
 /// One quantised row of [`QuantizedRows`].
@@ -89,6 +108,7 @@ pub struct ActRow<'a> {
     pub d: &'a [f32],
     pub qs: &'a [i8],
     pub sums: &'a [i16],
+    pub dsums: &'a [f32],
 }
 
 impl QuantizedRows {
@@ -105,12 +125,15 @@ impl QuantizedRows {
         self.d.clear();
         self.qs.clear();
         self.sums.clear();
+        self.dsums.clear();
         for xb in xs.chunks_exact(block) {
             let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
             let finite = xb.iter().all(|v| v.is_finite());
             let d = amax / 127.0;
             let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
-            self.d.push(if finite { d } else { f32::NAN });
+            let d = if finite { d } else { f32::NAN };
+            self.d.push(d);
+            let mut total = 0i32;
             for x16 in xb.chunks_exact(16) {
                 let mut s = 0i16;
                 for &v in x16 {
@@ -119,7 +142,9 @@ impl QuantizedRows {
                     s += q as i16;
                 }
                 self.sums.push(s);
+                total += s as i32;
             }
+            self.dsums.push(d * total as f32);
         }
     }
 
@@ -130,6 +155,7 @@ impl QuantizedRows {
             d: &self.d[t * nb..(t + 1) * nb],
             qs: &self.qs[t * self.cols..(t + 1) * self.cols],
             sums: &self.sums[t * self.cols / 16..(t + 1) * self.cols / 16],
+            dsums: &self.dsums[t * nb..(t + 1) * nb],
         }
     }
 
@@ -179,19 +205,28 @@ const Q4_0_BYTES: usize = 2 + QK8_0 / 2;
 const Q4_K_BYTES: usize = 4 + 12 + QK_K / 2;
 const Q6_K_BYTES: usize = QK_K / 2 + QK_K / 4 + QK_K / 16 + 2;
 
-/// Q8_0: `w = dw · q`; per block `(dw · dx) · Σ q · x`.
+/// Q8_0: `w = dw · q`; per block `(dw · dx₀) · Σ q·x̂q + (dw · dx₁) · Σ q·x̂q` over its
+/// two 16-value activation blocks.
 fn dot_q8_0(row: &[u8], x: ActRow) -> f32 {
     let mut acc = 0.0f32;
     for (b, blk) in row.chunks_exact(Q8_0_BYTES).enumerate() {
         let xq = &x.qs[b * QK8_0..][..QK8_0];
-        let isum: i32 = blk[2..]
-            .iter()
-            .zip(xq)
-            .map(|(&w, &v)| w as i8 as i32 * v as i32)
-            .sum();
-        acc += (f16_at(blk) * x.d[b]) * isum as f32;
+        let half = |h: usize| -> i32 {
+            blk[2 + 16 * h..2 + 16 * h + 16]
+                .iter()
+                .zip(&xq[16 * h..16 * h + 16])
+                .map(|(&w, &v)| w as i8 as i32 * v as i32)
+                .sum()
+        };
+        acc += q8_0_scale(f16_at(blk), x.d[2 * b], x.d[2 * b + 1], half(0), half(1));
     }
     acc
+}
+
+/// One Q8_0 block's term from its two half sums (shared by the reference and AVX2).
+#[inline(always)]
+fn q8_0_scale(dw: f32, dx0: f32, dx1: f32, isum0: i32, isum1: i32) -> f32 {
+    (dw * dx0) * isum0 as f32 + (dw * dx1) * isum1 as f32
 }
 
 /// Q4_0: `w = dw · (q − 8)`, low nibbles the first 16 weights, high nibbles the last 16.
@@ -337,250 +372,10 @@ fn dot_q6_k(row: &[u8], x: ActRow) -> f32 {
     acc
 }
 
+pub mod tiles;
+
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
-    //! The AVX2 forms: `vpmaddubsw` multiplies unsigned by signed bytes and adds pairs to
-    //! i16, `vpmaddwd` multiplies those by i16 (1, or a sub-block's scale) and adds pairs
-    //! to i32. Every product and partial sum fits its lane (bounds at each use), so the
-    //! integer sums equal the reference's exactly, and the f32 scaling is the same.
-    use super::*;
-    use std::arch::x86_64::*;
-
-    /// The AVX2 dot, or `None` when the CPU lacks AVX2 or the type has no AVX2 kernel.
-    pub fn dot_row(ty: GgmlType, row: &[u8], x: ActRow) -> Option<f32> {
-        if !is_x86_feature_detected!("avx2") {
-            return None;
-        }
-        let n = x.qs.len();
-        assert_eq!(
-            ty.row_bytes(n as u64),
-            Some(row.len() as u64),
-            "dot_row: row length"
-        );
-        let block = activation_block(ty)?;
-        assert!(
-            x.d.len() * block == n && x.sums.len() * 16 == n,
-            "dot_row: activation blocks"
-        );
-        // SAFETY: AVX2 was detected above; the row holds exactly the blocks of `n` weights
-        // (asserted) and `x` holds `n` quantised values with their scales and sums (a
-        // `QuantizedRows::row` of matching block size: each kernel indexes them by block
-        // through bounds-checked slices before loading).
-        unsafe {
-            match ty {
-                GgmlType::Q8_0 => Some(dot_q8_0(row, x)),
-                GgmlType::Q4_0 => Some(dot_q4_0(row, x)),
-                GgmlType::Q4_1 => Some(dot_legacy(row, x, 20, 4, false)),
-                GgmlType::Q5_0 => Some(dot_legacy(row, x, 22, 6, true)),
-                GgmlType::Q5_1 => Some(dot_legacy(row, x, 24, 8, true)),
-                GgmlType::Q4_K => Some(dot_q4_k(row, x)),
-                GgmlType::Q5_K => Some(dot_q5_k(row, x)),
-                GgmlType::Q6_K => Some(dot_q6_k(row, x)),
-                _ => None,
-            }
-        }
-    }
-
-    /// The eight i32 lanes summed.
-    #[target_feature(enable = "avx2")]
-    fn hsum(v: __m256i) -> i32 {
-        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
-        _mm_cvtsi128_si32(s)
-    }
-
-    /// Σ a·b over 32 signed bytes, in eight i32 lanes. `vpmaddubsw` wants one unsigned
-    /// operand, so it multiplies |a| by b with a's sign moved onto b (b ≠ −128: the
-    /// quantiser clamps to ±127; |a| = 128 reads as unsigned 128, still right). Each i16
-    /// pair sum is at most 2·128·127 = 32512 < 2^15.
-    #[target_feature(enable = "avx2")]
-    fn mul_sum_i8(a: __m256i, b: __m256i) -> __m256i {
-        let p = _mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
-        _mm256_madd_epi16(p, _mm256_set1_epi16(1))
-    }
-
-    /// 32 bytes at `s[..32]` (bounds-checked slice, then an unaligned load).
-    #[target_feature(enable = "avx2")]
-    fn load32<T>(s: &[T]) -> __m256i {
-        assert!(std::mem::size_of_val(s) >= 32, "load32: short slice");
-        // SAFETY: the slice holds at least 32 bytes (asserted); the load is unaligned.
-        unsafe { _mm256_loadu_si256(s.as_ptr() as *const __m256i) }
-    }
-
-    #[target_feature(enable = "avx2")]
-    fn dot_q8_0(row: &[u8], x: ActRow) -> f32 {
-        let mut acc = 0.0f32;
-        for (b, blk) in row.chunks_exact(Q8_0_BYTES).enumerate() {
-            let isum = hsum(mul_sum_i8(load32(&blk[2..]), load32(&x.qs[b * QK8_0..])));
-            acc += (f16_at(blk) * x.d[b]) * isum as f32;
-        }
-        acc
-    }
-
-    #[target_feature(enable = "avx2")]
-    fn dot_q4_0(row: &[u8], x: ActRow) -> f32 {
-        let mut acc = 0.0f32;
-        let m4 = _mm_set1_epi8(0x0f);
-        for (b, blk) in row.chunks_exact(Q4_0_BYTES).enumerate() {
-            let q = &blk[2..];
-            assert_eq!(q.len(), 16);
-            // SAFETY: `q` is 16 bytes (asserted); the load is unaligned.
-            let v = unsafe { _mm_loadu_si128(q.as_ptr() as *const __m128i) };
-            let lo = _mm_and_si128(v, m4);
-            let hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
-            let w = _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
-            let isum = hsum(mul_sum_i8(w, load32(&x.qs[b * QK8_0..])));
-            acc += (f16_at(blk) * x.d[b]) * isum as f32;
-        }
-        acc
-    }
-
-    /// 32 bytes, byte `i` = 0x10 when bit `i` of `qh` is set, else 0.
-    #[target_feature(enable = "avx2")]
-    fn fifth_bits(qh: u32) -> __m256i {
-        let v = _mm256_set1_epi32(qh as i32);
-        let which = _mm256_setr_epi8(
-            0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3,
-            3, 3, 3,
-        );
-        let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
-        let set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(v, which), bit), bit);
-        _mm256_and_si256(set, _mm256_set1_epi8(0x10))
-    }
-
-    #[target_feature(enable = "avx2")]
-    fn dot_legacy(row: &[u8], x: ActRow, bytes: usize, qs_at: usize, five: bool) -> f32 {
-        let mut acc = 0.0f32;
-        let m4 = _mm_set1_epi8(0x0f);
-        let ones = _mm256_set1_epi16(1);
-        for (b, blk) in row.chunks_exact(bytes).enumerate() {
-            let qs = &blk[qs_at..qs_at + 16];
-            // SAFETY: `qs` is 16 bytes (sliced above); the load is unaligned.
-            let v = unsafe { _mm_loadu_si128(qs.as_ptr() as *const __m128i) };
-            let (lo, hi) = (
-                _mm_and_si128(v, m4),
-                _mm_and_si128(_mm_srli_epi16(v, 4), m4),
-            );
-            let mut q = _mm256_set_m128i(hi, lo);
-            if five {
-                let qh = u32::from_le_bytes(blk[qs_at - 4..qs_at].try_into().expect("4 bytes"));
-                q = _mm256_or_si256(q, fifth_bits(qh));
-            }
-            // q ≤ 31 unsigned: pairs at most 2·31·127 = 7874.
-            let p = _mm256_maddubs_epi16(q, load32(&x.qs[32 * b..]));
-            let isum = hsum(_mm256_madd_epi16(p, ones));
-            let xsum = x.sums[2 * b] as i32 + x.sums[2 * b + 1] as i32;
-            acc += legacy_scale(blk, qs_at, isum, xsum, x.d[b]);
-        }
-        acc
-    }
-
-    #[target_feature(enable = "avx2")]
-    fn dot_q5_k(row: &[u8], x: ActRow) -> f32 {
-        let mut acc = 0.0f32;
-        let (m4, one) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(1));
-        let ones = _mm256_set1_epi16(1);
-        for (b, blk) in row.chunks_exact(176).enumerate() {
-            let (d, dmin, scales) = (f16_at(blk), f16_at(&blk[2..]), &blk[4..16]);
-            let (qh, qs) = (load32(&blk[16..48]), &blk[48..]);
-            for s in 0..8 {
-                let j = 8 * b + s;
-                let q = load32(&qs[32 * (s / 2)..]);
-                let q = _mm256_srl_epi16(q, _mm_cvtsi32_si128(4 * (s % 2) as i32));
-                // Bit s of each qh byte to bit 4 (16-bit shifts; the masks keep bytes apart).
-                let h = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(s as i32)), one);
-                let q = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_slli_epi16(h, 4));
-                // q ≤ 31 unsigned: pairs at most 2·31·127 = 7874.
-                let p = _mm256_maddubs_epi16(q, load32(&x.qs[32 * j..]));
-                let isum = hsum(_mm256_madd_epi16(p, ones));
-                let xsum = x.sums[2 * j] as i32 + x.sums[2 * j + 1] as i32;
-                let (sc, m) = scale_min_k4(s, scales);
-                acc += x.d[j] * ((d * sc as f32) * isum as f32 - (dmin * m as f32) * xsum as f32);
-            }
-        }
-        acc
-    }
-
-    #[target_feature(enable = "avx2")]
-    fn dot_q4_k(row: &[u8], x: ActRow) -> f32 {
-        let mut acc = 0.0f32;
-        let m4 = _mm256_set1_epi8(0x0f);
-        let ones = _mm256_set1_epi16(1);
-        for (b, blk) in row.chunks_exact(Q4_K_BYTES).enumerate() {
-            let (d, dmin, scales, qs) = (f16_at(blk), f16_at(&blk[2..]), &blk[4..16], &blk[16..]);
-            for c in 0..4 {
-                let q = load32(&qs[32 * c..]);
-                let nibbles = [
-                    _mm256_and_si256(q, m4),
-                    _mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                ];
-                for (half, &qn) in nibbles.iter().enumerate() {
-                    let s = 2 * c + half;
-                    let j = 8 * b + s;
-                    // Pairs of q·x: at most 2·15·127 = 3810, well inside i16.
-                    let p = _mm256_maddubs_epi16(qn, load32(&x.qs[32 * j..]));
-                    let isum = hsum(_mm256_madd_epi16(p, ones));
-                    let xsum = x.sums[2 * j] as i32 + x.sums[2 * j + 1] as i32;
-                    let (sc, m) = scale_min_k4(s, scales);
-                    acc +=
-                        x.d[j] * ((d * sc as f32) * isum as f32 - (dmin * m as f32) * xsum as f32);
-                }
-            }
-        }
-        acc
-    }
-
-    #[target_feature(enable = "avx2")]
-    fn dot_q6_k(row: &[u8], x: ActRow) -> f32 {
-        let mut acc = 0.0f32;
-        let m4 = _mm256_set1_epi8(0x0f);
-        let m2 = _mm256_set1_epi8(0x30);
-        for (b, blk) in row.chunks_exact(Q6_K_BYTES).enumerate() {
-            let (ql, rest) = blk.split_at(QK_K / 2);
-            let (qh, rest) = rest.split_at(QK_K / 4);
-            let (scales, d) = rest.split_at(QK_K / 16);
-            let d = f16_at(d);
-            for h in 0..2 {
-                let l0 = load32(&ql[64 * h..]);
-                let l1 = load32(&ql[64 * h + 32..]);
-                let hb = load32(&qh[32 * h..]);
-                // The four 32-weight runs k of this half: low nibble and two high bits.
-                let q = [
-                    _mm256_or_si256(
-                        _mm256_and_si256(l0, m4),
-                        _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(l1, m4),
-                        _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                        _mm256_and_si256(hb, m2),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                        _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2),
-                    ),
-                ];
-                for (k, &qk) in q.iter().enumerate() {
-                    let j8 = 4 * h + k; // activation block; sub-blocks 2·j8 (lanes 0..16), +1
-                    let j = 8 * b + j8;
-                    let (c0, c1) = (scales[2 * j8] as i8, scales[2 * j8 + 1] as i8);
-                    let sc = _mm256_set_m128i(_mm_set1_epi16(c1 as i16), _mm_set1_epi16(c0 as i16));
-                    // Pairs of q·x: at most 2·63·127 = 16002; times an i8 scale, 2·16002·128.
-                    let p = _mm256_maddubs_epi16(qk, load32(&x.qs[32 * j..]));
-                    let sums =
-                        c0 as i32 * x.sums[2 * j] as i32 + c1 as i32 * x.sums[2 * j + 1] as i32;
-                    let isum = hsum(_mm256_madd_epi16(p, sc)) - 32 * sums;
-                    acc += (d * x.d[j]) * isum as f32;
-                }
-            }
-        }
-        acc
-    }
-}
+mod avx2;
 
 #[cfg(not(target_arch = "x86_64"))]
 mod avx2 {
@@ -716,7 +511,11 @@ mod tests {
             with_quant_activations(true, || m.matmul(&xs, &mut out));
             for t in 0..n {
                 for r in 0..rows {
-                    let want = dot_row(ty, &bytes[r * rb..][..rb], acts.row(t));
+                    let row = &bytes[r * rb..][..rb];
+                    // A tile sums each (row, token) in the same order whatever its shape.
+                    let mut want = [dot_row(ty, row, acts.row(t))];
+                    tiles::dot_tile(ty, &[row], &[acts.row(t)], &mut want);
+                    let want = want[0];
                     assert_eq!(out[t * rows + r].to_bits(), want.to_bits());
                 }
             }
@@ -737,6 +536,44 @@ mod tests {
             with_quant_activations(false, || m.matmul(&xs, &mut f32_out));
             assert_ne!(f32_out, out);
         }
+    }
+
+    /// The default policy, per group of one call: a tiled type's groups of at most
+    /// TILED_MAX_TOKENS rows take int8, bigger ones the f32 path.
+    #[test]
+    fn small_groups_take_int8_and_big_ones_f32() {
+        use crate::kernels::{Group, Matrix, matmul_grouped};
+        if std::env::var("ANATOMY_QUANT_ACTIVATIONS").is_ok_and(|v| v.trim() == "0") {
+            return;
+        }
+        let (rows, cols, big) = (40, 256, TILED_MAX_TOKENS + 4);
+        let w = values(rows * cols, 9, 0.2);
+        let mut bytes = Vec::new();
+        quantize(GgmlType::Q4_K, &w, &mut bytes);
+        let m = Matrix::quant(GgmlType::Q4_K, &bytes, rows, cols);
+        let n = 3 + big;
+        let xs = values(n * cols, 4, 1.0);
+        let groups = [
+            Group {
+                matrix: 0,
+                first_in: 0,
+                n: 3,
+                first_out: 0,
+            },
+            Group {
+                matrix: 0,
+                first_in: 3,
+                n: big,
+                first_out: 3,
+            },
+        ];
+        let mut out = vec![0.0f32; n * rows];
+        matmul_grouped(|_| m, &groups, &xs, &mut out);
+        let (mut int8, mut f32_path) = (vec![0.0f32; n * rows], vec![0.0f32; n * rows]);
+        with_quant_activations(true, || m.matmul(&xs, &mut int8));
+        with_quant_activations(false, || m.matmul(&xs, &mut f32_path));
+        assert_eq!(out[..3 * rows], int8[..3 * rows]);
+        assert_eq!(out[3 * rows..], f32_path[3 * rows..]);
     }
 
     #[test]
