@@ -40,6 +40,10 @@ pair() {
     local row=$1 file=$2 t=$3 rep=$4 big=$5
     local tag=$OUT/$row-t$t-r$rep
     uptime > "$tag-load.txt"
+    # Every program starts on a warm page cache. The 48-layer file (18.6 GB on a 23 GB
+    # machine) does not stay cached beside llama.cpp's repacked copy of its Q4_K tensors:
+    # without this read, our engine would be timed paging the file in from the disk.
+    cat "$file" > /dev/null
     log "$row, $t thread(s), pair $rep: ours"
     if [ "$big" = 1 ]; then
         "$BIN" bench "$file" --prompt-len 512 --gen 16 --threads "$t" --reps 1 --json > "$tag-ours-512.json"
@@ -47,6 +51,7 @@ pair() {
         "$BIN" bench "$file" --prompt-len 128 --gen 32 --threads "$t" --reps 1 --json > "$tag-ours-128.json"
         "$BIN" bench "$file" --prompt-len 512 --gen 1 --threads "$t" --reps 1 --json > "$tag-ours-512.json"
     fi
+    cat "$file" > /dev/null
     log "$row, $t thread(s), pair $rep: llama.cpp"
     if [ "$big" = 1 ]; then
         "$LLAMA_PY" scripts/bench_llamacpp.py "$file" --prefill 512 --decode-prompt 512 --gen 16 \
@@ -61,12 +66,8 @@ pair() {
 run_row() {
     local row=$1 file=$2 big=$3
     [ -f "$file" ] || { log "$row: no file $file (scripts/setup-peers.sh), skipped"; return; }
-    # The 4-layer files fit the page cache many times over: start every program warm. The
-    # 48-layer file (18.6 GB on a 23 GB machine) cannot stay cached beside llama.cpp's
-    # repacked copy; its pairs read whatever the previous program left.
     for t in $THREAD_LIST; do
         for rep in $(seq 1 "$REPS"); do
-            [ "$big" = 1 ] || cat "$file" > /dev/null
             pair "$row" "$file" "$t" "$rep" "$big"
         done
     done
@@ -75,13 +76,17 @@ run_row() {
 if [ "${TABLE_ONLY:-0}" != 1 ]; then
     cargo build --release --quiet --bin anatomy
     [ -x "$LLAMA_PY" ] || { log "no llama-cpp-python at $LLAMA_PY (run scripts/setup-peers.sh)"; exit 2; }
-    {
-        echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-        echo "cpu: $(lscpu | sed -n 's/^Model name: *//p')"
-        echo "flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
-            grep -xE 'avx2|avx512f|avx512_vnni|avx512_bf16|avx_vnni|amx_tile|amx_bf16|amx_int8' | tr '\n' ' ')"
-        echo "start load: $(uptime)"
-    } > "$OUT/machine.txt"
+    # A run made in pieces (ROWS=..., BIG=...) keeps the first piece's header and every
+    # piece's load averages.
+    if [ ! -f "$OUT/machine.txt" ]; then
+        {
+            echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+            echo "cpu: $(lscpu | sed -n 's/^Model name: *//p')"
+            echo "flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
+                grep -xE 'avx2|avx512f|avx512_vnni|avx512_bf16|avx_vnni|amx_tile|amx_bf16|amx_int8' | tr '\n' ' ')"
+        } > "$OUT/machine.txt"
+    fi
+    echo "start load: $(uptime)" >> "$OUT/machine.txt"
     for row in $ROWS; do
         run_row "$row" "$PEERS/models/$row.gguf" 0
     done

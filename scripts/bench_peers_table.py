@@ -20,7 +20,10 @@ ROW_ORDER = ["bf16", "q8_0", "q4_k_m", "48-layer-q4_k_m"]
 
 
 def load(path):
-    return json.load(open(path)) if os.path.exists(path) else None
+    """A figure's JSON, or None while it is missing or still being written (empty)."""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return None
+    return json.load(open(path))
 
 
 runs = {}  # (row, threads) -> list of pair dicts
@@ -42,13 +45,19 @@ for path in glob.glob(os.path.join(out, "*-load.txt")):
         runs.setdefault((row, t), []).append(pair)
 
 machine = open(os.path.join(out, "machine.txt")).read() if os.path.exists(os.path.join(out, "machine.txt")) else ""
-info = dict(l.split(": ", 1) for l in machine.splitlines() if ": " in l)
+info, loads_seen = {}, {"start load": [], "end load": []}
+for line in machine.splitlines():
+    if ": " in line:
+        key, value = line.split(": ", 1)
+        info.setdefault(key, value)
+        if key in loads_seen:
+            loads_seen[key].append(value.split("load average:")[-1].strip())
 print(f"Run of `scripts/bench-peers.sh`, {info.get('date', '?')}, on {info.get('cpu', '?')}; "
       f"SIMD flags present: {info.get('flags', '?').strip() or 'none of the listed'} "
       "(of avx2, avx512f, avx512_vnni, avx512_bf16, avx_vnni, amx_*).")
 print()
-print(f"- load average at the start: {info.get('start load', '?').split('load average:')[-1].strip()}; "
-      f"at the end: {info.get('end load', '?').split('load average:')[-1].strip()}")
+print(f"- load average (1, 5, 15 min) at the start of each piece of the run: {'; '.join(loads_seen['start load']) or '?'}; "
+      f"at the end: {'; '.join(loads_seen['end load']) or '?'}")
 first = next((p for ps in runs.values() for p in ps if p["ours512"]), None)
 if first:
     mach = first["ours512"]["machine"]
