@@ -36,8 +36,8 @@ use llm_anatomy::qwen3::{Qwen3Config, gguf_names, to_gguf};
 use llm_anatomy::tokenizer::Tokenizer;
 use llm_anatomy::tokenizer::gguf_vocab::gguf_tokenizer_metadata_for;
 use ndarray_rand::rand::{SeedableRng, rngs::StdRng};
-use rand::rngs::SmallRng;
 use rand::Rng;
+use rand::rngs::SmallRng;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -128,7 +128,11 @@ struct Planned {
 fn hf_tensors(cfg: &Qwen3Config, layers: usize) -> Vec<(String, Vec<usize>, bool)> {
     let (h, q, kv, d) = (cfg.hidden_size, cfg.q_dim(), cfg.kv_dim(), cfg.head_dim);
     let mut t = vec![
-        ("model.embed_tokens.weight".to_string(), vec![cfg.vocab_size, h], false),
+        (
+            "model.embed_tokens.weight".to_string(),
+            vec![cfg.vocab_size, h],
+            false,
+        ),
         ("model.norm.weight".to_string(), vec![h], false),
     ];
     if !cfg.tie_word_embeddings {
@@ -189,7 +193,10 @@ fn main() -> Result<()> {
     let start = Instant::now();
     let mut cfg = Qwen3Config::from_file(&args.config)?;
     let Some(ftype) = FileType::from_name(&args.mix) else {
-        bail!("--mix {}: not a llama.cpp file type (q4_k_m, q8_0, ...)", args.mix);
+        bail!(
+            "--mix {}: not a llama.cpp file type (q4_k_m, q8_0, ...)",
+            args.mix
+        );
     };
     if !(args.sigma.is_finite() && args.sigma > 0.0) {
         bail!("--sigma {}: must be a positive number", args.sigma);
@@ -255,7 +262,7 @@ fn main() -> Result<()> {
         } else if plan
             .iter()
             .filter(|u| u.ty == t.ty && u.kind == t.kind)
-            .all(|u| u.shape.iter().product::<usize>() % 64 == 0)
+            .all(|u| u.shape.iter().product::<usize>().is_multiple_of(64))
         {
             64
         } else {
@@ -326,10 +333,13 @@ fn main() -> Result<()> {
                 })?;
                 done += size;
             }
-            writer.finish()?.flush().map_err(|source| llm_anatomy::Error::Write {
-                path: args.out.clone(),
-                source,
-            })?;
+            writer
+                .finish()?
+                .flush()
+                .map_err(|source| llm_anatomy::Error::Write {
+                    path: args.out.clone(),
+                    source,
+                })?;
             Ok(())
         })();
         result.map_err(|e| {
@@ -366,7 +376,11 @@ fn main() -> Result<()> {
     }
     println!(
         "tensor data {total_bytes} bytes; quant::mix::estimate_bytes {estimate} bytes ({}); file {file_size} bytes ({:+} header and padding)",
-        if total_bytes == estimate { "equal" } else { "DIFFERENT" },
+        if total_bytes == estimate {
+            "equal"
+        } else {
+            "DIFFERENT"
+        },
         file_size as i64 - total_bytes as i64
     );
     println!(
