@@ -8,6 +8,8 @@
 #                   (it vendors llama.cpp; GGML_NATIVE, so this CPU's instructions)
 #   PEERS/models/{bf16,f32}        scripts/gen_bench_model.py (≈ 6.2 GB and 12.4 GB)
 #   PEERS/models/{bf16,f32}.gguf   llama.cpp's convert_hf_to_gguf.py from that sdist
+#   PEERS/models/{q8_0,q4_k_m}.gguf  llama.cpp's quantizer (llama_model_quantize, no
+#                   importance matrix) on bf16.gguf (≈ 3.3 GB and 1.9 GB)
 #   scripts/candle-bench/target/release/candle-bench   candle-transformers 0.11.1
 #
 #   scripts/setup-peers.sh            then   scripts/bench-peers.sh
@@ -77,4 +79,21 @@ if [ ! -f "$PEERS/models/bf16.gguf" ] || [ ! -f "$PEERS/models/f32.gguf" ]; then
         rm -rf "$conv"
     done
 fi
+# The quantised rows: llama.cpp's own quantizer, through llama-cpp-python's binding of
+# `llama_model_quantize` (ftype 7 = Q8_0, 15 = Q4_K_M), from the bf16 GGUF.
+for q in q8_0:7 q4_k_m:15; do
+    name=${q%%:*} ftype=${q##*:}
+    [ -f "$PEERS/models/$name.gguf" ] && continue
+    log "GGUF $name (llama.cpp's quantizer)"
+    "$PEERS/llama/bin/python" - "$PEERS/models/bf16.gguf" "$PEERS/models/$name.gguf.part" "$ftype" <<'PYEOF'
+import ctypes, sys
+import llama_cpp
+src, dst, ftype = sys.argv[1], sys.argv[2], int(sys.argv[3])
+params = llama_cpp.llama_model_quantize_default_params()
+params.ftype = ftype
+if llama_cpp.llama_model_quantize(src.encode(), dst.encode(), ctypes.byref(params)) != 0:
+    sys.exit(f"llama_model_quantize failed: {src} -> {dst} (ftype {ftype})")
+PYEOF
+    mv "$PEERS/models/$name.gguf.part" "$PEERS/models/$name.gguf"
+done
 log "done: scripts/bench-peers.sh (PEERS=$PEERS)"

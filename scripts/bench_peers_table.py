@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""The table of scripts/bench-peers.sh (chapter 10) from the JSON files of its pairs.
+
+Run:  python3 scripts/bench_peers_table.py OUT     (standard library only)
+Reads OUT/machine.txt and OUT/{row}-t{threads}-r{pair}-{ours-128,ours-512,llama}.json
+(+ -load.txt); prints Markdown: the machine, the commands, and per row, threads and
+figure: ours (median over the pairs), llama.cpp (median, best), the median of the
+per-pair ratios ours / llama.cpp and their spread (min – max), and the load averages.
+"""
+
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+out = sys.argv[1]
+ROW_ORDER = ["bf16", "q8_0", "q4_k_m", "48-layer-q4_k_m"]
+
+
+def load(path):
+    """A figure's JSON, or None while it is missing or still being written (empty)."""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return None
+    return json.load(open(path))
+
+
+runs = {}  # (row, threads) -> list of pair dicts
+for path in glob.glob(os.path.join(out, "*-load.txt")):
+    m = re.match(r"(.+)-t(\d+)-r(\d+)-load\.txt$", os.path.basename(path))
+    if not m:
+        continue
+    row, t, rep = m.group(1), int(m.group(2)), int(m.group(3))
+    tag = path[: -len("-load.txt")]
+    loads = [l.split("load average:")[1].strip() for l in open(path) if "load average:" in l]
+    pair = {
+        "rep": rep,
+        "ours128": load(tag + "-ours-128.json"),
+        "ours512": load(tag + "-ours-512.json"),
+        "llama": load(tag + "-llama.json"),
+        "load": loads,
+    }
+    if pair["ours512"] and pair["llama"]:
+        runs.setdefault((row, t), []).append(pair)
+
+machine = open(os.path.join(out, "machine.txt")).read() if os.path.exists(os.path.join(out, "machine.txt")) else ""
+info, loads_seen = {}, {"start load": [], "end load": []}
+for line in machine.splitlines():
+    if ": " in line:
+        key, value = line.split(": ", 1)
+        info.setdefault(key, value)
+        if key in loads_seen:
+            loads_seen[key].append(value.split("load average:")[-1].strip())
+print(f"Run of `scripts/bench-peers.sh`, {info.get('date', '?')}, on {info.get('cpu', '?')}; "
+      f"SIMD flags present: {info.get('flags', '?').strip() or 'none of the listed'} "
+      "(of avx2, avx512f, avx512_vnni, avx512_bf16, avx_vnni, amx_*).")
+print()
+print(f"- load average (1, 5, 15 min) at the start of each piece of the run: {'; '.join(loads_seen['start load']) or '?'}; "
+      f"at the end: {'; '.join(loads_seen['end load']) or '?'}")
+first = next((p for ps in runs.values() for p in ps if p["ours512"]), None)
+if first:
+    mach = first["ours512"]["machine"]
+    print(f"- this machine's probes (first pair, {mach['threads']} threads): read "
+          f"{mach['mem_read_gb_s']:.1f} GB/s, f32 FMA {mach['fma_gflop_s']:.0f} GFLOP/s ({mach['fma_kernel']})")
+llama_any = next((p["llama"] for ps in runs.values() for p in ps), None)
+if llama_any:
+    print(f"- llama.cpp: llama-cpp-python {llama_any['llama_cpp_python']}, "
+          f"`{llama_any['system_info'].strip()}`")
+print("- ours: `anatomy bench FILE --prompt-len 128 --gen 32 --reps 1 --threads T --json`, then "
+      "`--prompt-len 512 --gen 1` (48-layer: `--prompt-len 512 --gen 16` only)")
+print("- llama.cpp: `scripts/bench_llamacpp.py FILE --prefill 128,512 --decode-prompt 128 --gen 32 "
+      "--reps 1 --threads T` (48-layer: `--prefill 512 --decode-prompt 512 --gen 16`)")
+print("- each pair: ours, then llama.cpp, on the same file; the pairs interleave. Ratio = ours / llama.cpp "
+      "within a pair; median and spread (min – max) over the pairs.")
+print()
+print("| file | threads | figure | pairs | ours (median) | llama.cpp (median / best) | ours / llama.cpp (median) | spread | load avg (1 min) |")
+print("|---|---:|---|---:|---:|---:|---:|---:|---|")
+
+
+def rows_of(row):
+    if row.startswith("48-layer"):
+        return [
+            ("prefill 512 (tok/s)", lambda p: p["ours512"]["prefill_tok_s"], lambda p: p["llama"]["prefill_tok_s"]["512"], True),
+            ("decode 16 after 512 (tok/s)", lambda p: p["ours512"]["decode_tok_s"], lambda p: p["llama"]["decode_tok_s"], True),
+            ("peak RSS (GB)", lambda p: p["ours512"]["peak_rss_bytes"] / 1e9, lambda p: p["llama"]["peak_rss_bytes"] / 1e9, False),
+        ]
+    return [
+        ("prefill 128 (tok/s)", lambda p: p["ours128"]["prefill_tok_s"], lambda p: p["llama"]["prefill_tok_s"]["128"], True),
+        ("prefill 512 (tok/s)", lambda p: p["ours512"]["prefill_tok_s"], lambda p: p["llama"]["prefill_tok_s"]["512"], True),
+        ("decode 32 after 128 (tok/s)", lambda p: p["ours128"]["decode_tok_s"], lambda p: p["llama"]["decode_tok_s"], True),
+        ("peak RSS (GB)", lambda p: max(p["ours128"]["peak_rss_bytes"], p["ours512"]["peak_rss_bytes"]) / 1e9,
+         lambda p: p["llama"]["peak_rss_bytes"] / 1e9, False),
+    ]
+
+
+keys = sorted(runs, key=lambda k: (ROW_ORDER.index(k[0]) if k[0] in ROW_ORDER else 99, -k[1]))
+for row, t in keys:
+    pairs = sorted(runs[(row, t)], key=lambda p: p["rep"])
+    if not row.startswith("48-layer"):
+        pairs = [p for p in pairs if p["ours128"]]
+    if not pairs:
+        continue
+    loads = ", ".join(p["load"][0].split(",")[0] for p in pairs if p["load"])
+    for name, ours_f, peer_f, higher_better in rows_of(row):
+        ours = [ours_f(p) for p in pairs]
+        peer = [peer_f(p) for p in pairs]
+        ratios = [o / q for o, q in zip(ours, peer)]
+        best = max(peer) if higher_better else min(peer)
+        print(f"| {row} | {t} | {name} | {len(pairs)} | {statistics.median(ours):.2f} | "
+              f"{statistics.median(peer):.2f} / {best:.2f} | {statistics.median(ratios):.2f}× | "
+              f"{min(ratios):.2f} – {max(ratios):.2f} | {loads} |")
