@@ -8,7 +8,7 @@
 //! One difference is deliberate: torch runs the iteration in bfloat16; here it runs in f32
 //! (tests compare with both: f32 to 1e-5, bf16 to 5e-2).
 
-use ndarray::Array2;
+use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 
 /// Keller Jordan's quintic coefficients (a, b, c): p(x) = a·x + b·x³ + c·x⁵.
 pub const NS_COEFFICIENTS: (f32, f32, f32) = (3.4445, -4.7750, 2.0315);
@@ -123,29 +123,58 @@ pub fn muon_update(
     buf: &mut Array2<f32>,
     cfg: &MuonConfig,
 ) {
+    muon_update_view(param.view_mut(), grad.view(), buf.view_mut(), cfg);
+}
+
+/// [`muon_update`] on borrowed views, so a `[rows, cols]` matrix stored in a flat slice
+/// (chapter 12's parameters, one expert of a fused `[E, rows, cols]` tensor) can be
+/// updated in place: see [`muon_update_slice`].
+pub fn muon_update_view(
+    mut param: ArrayViewMut2<f32>,
+    grad: ArrayView2<f32>,
+    mut buf: ArrayViewMut2<f32>,
+    cfg: &MuonConfig,
+) {
     let mu = cfg.momentum as f32;
     // buf ← μ·buf + (1 − μ)·g  (an exponential average, written as a lerp as torch does)
-    ndarray::Zip::from(&mut *buf)
-        .and(grad)
+    ndarray::Zip::from(&mut buf)
+        .and(&grad)
         .for_each(|b, &g| *b = lerp(*b, g, (1.0 - cfg.momentum) as f32));
     // Nesterov: look ahead along the momentum, update = (1 − μ)·g + μ·buf
     let update = if cfg.nesterov {
-        ndarray::Zip::from(grad)
-            .and(&*buf)
+        ndarray::Zip::from(&grad)
+            .and(&buf)
             .map_collect(|&g, &b| lerp(g, b, mu))
     } else {
-        buf.clone()
+        buf.to_owned()
     };
     let ortho = newton_schulz_with(&update, cfg.ns_coefficients, cfg.ns_steps, cfg.eps);
     let adjusted_lr = adjust_lr(cfg.lr, cfg.adjust_lr, param.nrows(), param.ncols());
     // Decoupled weight decay uses the unadjusted lr; the step uses the adjusted one.
     let decay = (1.0 - cfg.lr * cfg.weight_decay) as f32;
     let alpha = -adjusted_lr as f32;
-    ndarray::Zip::from(param)
+    ndarray::Zip::from(&mut param)
         .and(&ortho)
         .for_each(|p, &o| *p = *p * decay + alpha * o);
 }
 // ANCHOR_END: muon_step
+
+/// [`muon_update`] on a row-major `rows × cols` matrix held in flat slices (parameter,
+/// gradient, momentum buffer, each `rows · cols` long). Panics on a length mismatch, a
+/// programming error of the caller.
+pub fn muon_update_slice(
+    param: &mut [f32],
+    grad: &[f32],
+    buf: &mut [f32],
+    (rows, cols): (usize, usize),
+    cfg: &MuonConfig,
+) {
+    let shape = (rows, cols);
+    let param = ArrayViewMut2::from_shape(shape, param).expect("muon_update_slice: param");
+    let grad = ArrayView2::from_shape(shape, grad).expect("muon_update_slice: grad");
+    let buf = ArrayViewMut2::from_shape(shape, buf).expect("muon_update_slice: buffer");
+    muon_update_view(param, grad, buf, cfg);
+}
 
 impl Muon {
     pub fn new(config: MuonConfig) -> Muon {
