@@ -214,8 +214,12 @@ fn muon_group_is_the_crates_muon_per_matrix() {
     };
     for step in 0..3 {
         let grad = seeded(param.len(), 10 + step);
-        opt.step(std::iter::once(param.as_mut_slice()), &[grad.clone()], 0.5)
-            .unwrap();
+        opt.step(
+            std::iter::once(param.as_mut_slice()),
+            std::slice::from_ref(&grad),
+            0.5,
+        )
+        .unwrap();
         for (k, (p, b)) in reference.iter_mut().zip(&mut bufs).enumerate() {
             let g = Array2::from_shape_vec((i, h), grad[k * i * h..(k + 1) * i * h].to_vec());
             muon_update(p, &g.unwrap(), b, &cfg);

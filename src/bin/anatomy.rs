@@ -256,7 +256,7 @@ enum Command {
     /// Stream a Hugging Face checkpoint into a GGUF file llama.cpp loads, quantised with
     /// llama.cpp's per-tensor type mix for the file type.
     /// Train a Qwen3-MoE from scratch on a text corpus into a Hugging Face checkpoint.
-    Train(train::TrainArgs),
+    Train(Box<train::TrainArgs>),
     Quantize {
         /// config.json + safetensors (single file or sharded with an index).
         model_dir: PathBuf,
@@ -629,7 +629,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             // After the report, so the figures that disagree are on screen; exit 1 (ours).
             llm_anatomy::bench::check_ceiling(&report)?;
         }
-        Command::Train(args) => train::run(args)?,
+        Command::Train(args) => train::run(*args)?,
         Command::Quantize {
             model_dir,
             ftype,
