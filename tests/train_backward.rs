@@ -376,3 +376,39 @@ fn dense_and_mixed_models_gradients_match_finite_differences() {
     let qwen2 = tiny_config(serde_json::json!({"model_type": "qwen2", "num_key_value_heads": 2}));
     model_matches_finite_differences(qwen2, LossOptions::default(), 14);
 }
+
+/// Timing of one training step, batch 8 × 128, on the config named by
+/// `ANATOMY_TIME_CONFIG` (e.g. the trainer's data/train/qwen3-moe-anatomy.json); run with
+/// `--ignored --nocapture`.
+#[test]
+#[ignore = "timing, not a check"]
+fn time_one_step() {
+    let Ok(path) = std::env::var("ANATOMY_TIME_CONFIG") else {
+        eprintln!("set ANATOMY_TIME_CONFIG to a config.json");
+        return;
+    };
+    let cfg = Qwen3Config::from_file(Path::new(&path)).unwrap();
+    let p = Params::init(&cfg, 1).unwrap();
+    let mut rng = StdRng::seed_from_u64(9);
+    let batch: Vec<Vec<u32>> = (0..8)
+        .map(|_| {
+            (0..128)
+                .map(|_| rng.random_range(0..cfg.vocab_size as u32))
+                .collect()
+        })
+        .collect();
+    let opts = LossOptions::from_config(&cfg);
+    let mut g = p.zeros_like();
+    for _ in 0..2 {
+        let t = std::time::Instant::now();
+        let l = loss_and_grads(&p, &batch, &opts, &mut g).unwrap();
+        let t1 = t.elapsed();
+        let t = std::time::Instant::now();
+        loss_only(&p, &batch, &opts).unwrap();
+        eprintln!(
+            "loss_and_grads {t1:?}, loss_only {:?}, loss {}",
+            t.elapsed(),
+            l.loss
+        );
+    }
+}

@@ -76,10 +76,36 @@ pub fn linear_backward(
         Matrix::f32(&wt, cols, rows).matmul(dy, &mut tmp);
         add_into(dx, &tmp);
     }
-    let (xt, dyt) = (transpose(x, n, cols), transpose(dy, n, rows));
-    let mut tmp = vec![0.0f32; rows * cols];
-    Matrix::f32(&xt, cols, n).matmul(&dyt, &mut tmp);
-    add_into(dw, &tmp);
+    weight_grad(x, dy, rows, cols, dw);
+}
+
+/// `dW += dyᵀ · x`, `dW[r, c] += Σ_t dy[t, r] · x[t, c]`: blocks of `dW`'s rows in
+/// parallel (rayon), each block small enough to stay in cache while every input row adds
+/// its outer-product slice to it (the inner loop runs along `c`, contiguous, and
+/// vectorises).
+pub fn weight_grad(x: &[f32], dy: &[f32], rows: usize, cols: usize, dw: &mut [f32]) {
+    let n = dy.len() / rows;
+    if n == 0 || cols == 0 {
+        return;
+    }
+    let block = (8192 / cols).clamp(1, 512);
+    dw.par_chunks_mut(block * cols)
+        .enumerate()
+        .for_each(|(b, dw_block)| {
+            let r0 = b * block;
+            let nr = dw_block.len() / cols;
+            for t in 0..n {
+                let xt = &x[t * cols..(t + 1) * cols];
+                let g = &dy[t * rows + r0..t * rows + r0 + nr];
+                for (row, &gr) in dw_block.chunks_exact_mut(cols).zip(g) {
+                    if gr != 0.0 {
+                        for (a, &b) in row.iter_mut().zip(xt) {
+                            *a += gr * b;
+                        }
+                    }
+                }
+            }
+        });
 }
 
 /// `Σ_t dy[t]`, added into a bias gradient.
@@ -413,18 +439,24 @@ pub fn attention_backward(
 // ------------------------------------------------------------------ cross-entropy
 
 // ANCHOR: cross_entropy
-/// One row's cross-entropy `logsumexp(z) − z[target]` (in f64), and its gradient
-/// `(softmax(z) − onehot(target)) · scale` written over `z`.
+/// One row's cross-entropy `logsumexp(z) − z[target]`, and its gradient
+/// `(softmax(z) − onehot(target)) · scale` written over `z`. One `exp` per logit (f32,
+/// after subtracting the maximum), summed in f64: the LM head's rows are the widest
+/// softmax of the model (151 936 entries for Qwen's vocabulary).
 pub fn cross_entropy_row(z: &mut [f32], target: usize, scale: f32) -> f64 {
-    let max = z.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-    let sum: f64 = z.iter().map(|&x| (x as f64 - max).exp()).sum();
-    let lse = max + sum.ln();
-    let loss = lse - z[target] as f64;
+    let max = z.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let picked = (z[target] - max) as f64;
+    let mut sum = 0.0f64;
     for x in z.iter_mut() {
-        *x = ((*x as f64 - lse).exp() as f32) * scale;
+        *x = (*x - max).exp();
+        sum += *x as f64;
+    }
+    let norm = (scale as f64 / sum) as f32;
+    for x in z.iter_mut() {
+        *x *= norm;
     }
     z[target] -= scale;
-    loss
+    sum.ln() - picked
 }
 // ANCHOR_END: cross_entropy
 

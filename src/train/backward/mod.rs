@@ -121,7 +121,7 @@ fn targets(f: &Forward, batch: &[Vec<u32>]) -> Vec<(usize, usize)> {
 }
 
 /// Rows of the LM head computed at once (bounds the logits buffer to `CHUNK · vocab`).
-const CHUNK: usize = 64;
+const CHUNK: usize = 128;
 
 /// The mean cross-entropy, and (when `grads` is given) `∂/∂xn_final` and the LM head's
 /// gradient, computed `CHUNK` rows of logits at a time.
@@ -137,7 +137,9 @@ fn lm_head_loss(
     let scale = 1.0 / rows.len() as f32;
     let mut total = 0.0f64;
     let mut xs = Vec::with_capacity(CHUNK * h);
-    let mut logits = vec![0.0f32; CHUNK * v];
+    let mut logits = vec![0.0f32; CHUNK.min(rows.len()) * v];
+    // For dxn = dlogits · W: W transposed once, as a [H, V] matrix for the batched matmul.
+    let wt = grads.as_ref().map(|_| blocks::transpose(w.data(p), v, h));
     for chunk in rows.chunks(CHUNK) {
         xs.clear();
         for &(r, _) in chunk {
@@ -148,12 +150,13 @@ fn lm_head_loss(
         for (zr, &(_, target)) in z.chunks_exact_mut(v).zip(chunk) {
             total += cross_entropy_row(zr, target, scale);
         }
-        if let Some((g, dxn)) = grads.as_mut() {
+        if let (Some((g, dxn)), Some(wt)) = (grads.as_mut(), wt.as_deref()) {
             let mut dxs = vec![0.0f32; chunk.len() * h];
-            linear_backward(w.data(p), v, h, &xs, z, Some(&mut dxs), w.grad(g));
+            crate::kernels::Matrix::f32(wt, h, v).matmul(z, &mut dxs);
             for (dx, &(r, _)) in dxs.chunks_exact(h).zip(chunk) {
                 add_into(&mut dxn[r * h..(r + 1) * h], dx);
             }
+            blocks::weight_grad(&xs, z, v, h, w.grad(g));
         }
     }
     total / rows.len() as f64
