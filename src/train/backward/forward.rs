@@ -197,6 +197,7 @@ impl Views {
     }
 }
 
+// ANCHOR: tape
 /// A dense MLP's (or one expert's) saved activations for its rows.
 #[derive(Debug, Default)]
 pub struct MlpTape {
@@ -251,6 +252,8 @@ pub struct LayerTape {
     pub attn: Vec<f32>,
     pub ffn: FfnTape,
 }
+
+// ANCHOR_END: tape
 
 /// The forward's result: the tape (empty unless asked for), the final hidden states.
 #[derive(Debug)]
