@@ -1,6 +1,6 @@
 //! Every figure of the book, one function each, drawn with plotters into SVG; one file per
 //! chapter (1–2 position, 3 long context, 4 tokenizer, 5 MoE, 6 parameters, 7 optimisers,
-//! 9 the forward pass, 11 quantisation), each plotting what its chapter computes from the
+//! 9 the forward pass, 11 quantisation, 12 training), each plotting what its chapter computes from the
 //! source's sections.
 //! `anatomy figures` (and `anatomy tour`) write them into `figures/`; notebooks show
 //! them inline with [`show`]. Text needs a registered font, so the DejaVu Sans face is
@@ -17,6 +17,7 @@ mod position;
 mod quant;
 mod qwen3;
 mod tokenizer;
+mod train;
 
 use crate::error::{Error, Result};
 use plotters::coord::Shift;
@@ -105,6 +106,11 @@ pub const FIGURES: &[Figure] = &[
         name: "quant_error",
         size: (820, 460),
         draw: quant::quant_error,
+    },
+    Figure {
+        name: "train_curves",
+        size: (1200, 440),
+        draw: train::train_curves,
     },
 ];
 
