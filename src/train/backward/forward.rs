@@ -4,7 +4,7 @@
 //!
 //! It composes the same parts as the engine — [`rmsnorm`], the RoPE table of the config's
 //! [`RopeConfig`](crate::long_context::scaling::RopeConfig) and [`apply_rope`], the MoE
-//! chapter's [`route_into`] (softmax over all experts, top-k, `norm_topk_prob`), the
+//! chapter's [`route_into`](crate::moe::router::route_into) (softmax over all experts, top-k, `norm_topk_prob`), the
 //! kernels' matmul — and a test pins its logits to `qwen3::Model`'s.
 
 use super::blocks::{AttnShape, add_into, attention_forward, linear_forward, rms_inv};
