@@ -8,6 +8,8 @@ use llm_anatomy::{claims, figures, long_context::scaling, qwen3, tokenizer};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+#[path = "anatomy/experiments.rs"]
+mod experiments;
 #[path = "anatomy/grad.rs"]
 mod grad;
 #[path = "anatomy/train.rs"]
@@ -257,6 +259,8 @@ enum Command {
     /// llama.cpp's per-tensor type mix for the file type.
     /// Train a Qwen3-MoE from scratch on a text corpus into a Hugging Face checkpoint.
     Train(Box<train::TrainArgs>),
+    /// Run chapter 13's training experiments (train.collapse, …, or "all").
+    Experiments(Box<experiments::ExperimentsArgs>),
     Quantize {
         /// config.json + safetensors (single file or sharded with an index).
         model_dir: PathBuf,
@@ -630,6 +634,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             llm_anatomy::bench::check_ceiling(&report)?;
         }
         Command::Train(args) => train::run(*args)?,
+        Command::Experiments(args) => experiments::run(*args)?,
         Command::Quantize {
             model_dir,
             ftype,

@@ -176,6 +176,8 @@ mod position;
 mod quant;
 mod qwen3;
 mod tokenizer;
+mod train_context;
+mod train_dynamics;
 
 /// The chapters' entries, in catalogue order.
 pub const ENTRIES: &[&[Entry]] = &[
@@ -187,6 +189,8 @@ pub const ENTRIES: &[&[Entry]] = &[
     optim::ENTRIES,
     chat::ENTRIES,
     quant::ENTRIES,
+    train_dynamics::ENTRIES,
+    train_context::ENTRIES,
 ];
 
 /// Seeded N(0, 1) vector of length `n` (inputs of the numeric checks).

@@ -18,6 +18,8 @@ mod quant;
 mod qwen3;
 mod tokenizer;
 mod train;
+mod train_context;
+mod train_dynamics;
 
 use crate::error::{Error, Result};
 use plotters::coord::Shift;

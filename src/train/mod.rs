@@ -9,6 +9,7 @@
 
 pub mod backward;
 pub mod data;
+pub mod experiments;
 pub mod optimizer;
 pub mod params;
 pub mod trainer;

@@ -1,0 +1,2 @@
+//! Chapter 13 figures (dynamics): one per experiment, drawn from the results recorded in
+//! `data/train/experiments/<id>/`.
