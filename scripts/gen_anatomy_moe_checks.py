@@ -9,7 +9,8 @@ Uses: torch 2.15, transformers 5.24, tiktoken, numpy (versions written into each
 Writes into MODEL_DIR (default data/anatomy-moe):
   transformers_check.json  for each prompt: its Qwen ids and transformers' greedy
                            continuation (KV cache on), the smallest top-1/top-2 logit gap
-                           along it (how far rounding is from flipping a token)
+                           along it (how far rounding is from flipping a token), and the
+                           32 largest logits at every position of prompt + continuation
   word_classes.json        held-out English text (the start of a held-out document of the
                            corpus), per token a word class from the word lists below, and
                            transformers' router top-k per MoE layer (output_router_logits)
@@ -110,6 +111,14 @@ def load(directory):
     return model
 
 
+def top_logits(model, ids, k=32):
+    """The k largest logits at every position of one forward (ids and values, f32)."""
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0].float()
+    v, i = torch.topk(logits, k, dim=-1)
+    return {"ids": i.tolist(), "values": v.tolist(), "max_abs": float(logits.abs().max())}
+
+
 def greedy(model, ids):
     t = torch.tensor([ids])
     with torch.no_grad():
@@ -147,7 +156,14 @@ def main():
         ids = enc.encode_ordinary(text)
         gen, gap = greedy(model, ids)
         prompts.append(
-            {"text": text, "ids": ids, "greedy": gen, "greedy_text": enc.decode(gen), "min_top2_gap": gap}
+            {
+                "text": text,
+                "ids": ids,
+                "greedy": gen,
+                "greedy_text": enc.decode(gen),
+                "min_top2_gap": gap,
+                "top_logits": top_logits(model, ids + gen),
+            }
         )
     check = {"prompts": prompts, "versions": VERSIONS}
     (directory / "transformers_check.json").write_text(json.dumps(check, indent=1, ensure_ascii=False) + "\n")

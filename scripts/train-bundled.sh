@@ -40,6 +40,7 @@ s.update({
     "wall_s": int(wall),
     "cpu": cpu,
     "cpu_flags": flags.split(),
+    "options": json.load(open(dest.replace("training.json", "train_options.json"))),
 })
 json.dump(s, open(dest, "w"), indent=1)
 open(dest, "a").write("\n")

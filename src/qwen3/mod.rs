@@ -31,8 +31,8 @@ pub mod kv_cache;
 pub mod lost_in_middle;
 pub mod model;
 pub mod tensors;
-pub mod trained;
 pub mod to_gguf;
+pub mod trained;
 pub mod weights;
 
 pub use config::Qwen3Config;

@@ -3,7 +3,9 @@
 //! the engine and checked against what transformers computes on the same file
 //! (scripts/gen_anatomy_moe_checks.py).
 
-use super::{GenerateOptions, Model, Sampling, class_text, generate, open, word_class_routing_file};
+use super::{
+    GenerateOptions, Model, Sampling, class_text, generate, open, word_class_routing_file,
+};
 use crate::error::{Error, Result, read_json};
 use crate::tokenizer::Tokenizer;
 use std::path::{Path, PathBuf};
@@ -76,17 +78,26 @@ pub fn prompt_checks(model: &Model, tok: &Tokenizer, dir: &Path) -> Result<Vec<P
 /// The trained model as `anatomy tour` shows it: what training reached, each prompt's
 /// greedy continuation (equal to transformers'), and where the word classes of real text go.
 pub fn trained_demo() -> Result<String> {
-    use std::fmt::Write;
     let dir = trained_dir();
     let (config, ckpt) = open(&dir)?;
     let model = Model::new(config, &ckpt)?;
+    Ok(format!(
+        "trained checkpoint {}:\n{}",
+        dir.display(),
+        trained_text(&model, &ckpt, &dir)?
+    ))
+}
+
+/// The trained model's report without its path: what training reached, each prompt's
+/// greedy continuation beside transformers', the word classes' experts.
+fn trained_text(model: &Model, ckpt: &super::ModelFile, dir: &Path) -> Result<String> {
+    use std::fmt::Write;
     let c = &model.config;
     let tok = Tokenizer::qwen()?;
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "trained checkpoint {}: {} layers, hidden {}, {} experts top-{}, vocab {} ({:.1} MB), trained by `anatomy train` on data/corpus",
-        dir.display(),
+        "{} layers, hidden {}, {} experts top-{}, vocab {} ({:.1} MB), trained by `anatomy train` on data/corpus",
         c.num_hidden_layers,
         c.hidden_size,
         c.num_experts,
@@ -98,22 +109,24 @@ pub fn trained_demo() -> Result<String> {
     let num = |k: &str| summary[k].as_f64().unwrap_or(f64::NAN);
     let _ = writeln!(
         s,
-        "  {} steps, {:.0} s; held-out loss {:.3} nats/token (perplexity {:.0}) against a unigram baseline of {:.3} (perplexity {:.0})",
+        "{} steps of {} × {} tokens in {:.0} s; held-out loss {:.3} nats/token (perplexity {:.0}) against a unigram baseline of {:.3} (perplexity {:.0})",
         num("steps_done"),
+        summary["options"]["batch_size"].as_u64().unwrap_or(0),
+        summary["options"]["seq_len"].as_u64().unwrap_or(0),
         num("elapsed_s"),
         num("heldout_loss"),
         num("heldout_loss").exp(),
         num("unigram_heldout_loss"),
         num("unigram_heldout_loss").exp()
     );
-    let checks = prompt_checks(&model, &tok, &dir)?;
+    let checks = prompt_checks(model, &tok, dir)?;
     for p in &checks {
         let verdict = if p.ours == p.transformers {
             "equal to transformers'"
         } else {
             "DIFFERENT from transformers'"
         };
-        let _ = writeln!(s, "  {:?} → {:?} ({verdict})", p.text, p.continuation);
+        let _ = writeln!(s, "greedy {:?} → {:?} ({verdict})", p.text, p.continuation);
     }
     if checks.iter().any(|p| p.ours != p.transformers) {
         return Err(Error::Invalid(
@@ -121,11 +134,23 @@ pub fn trained_demo() -> Result<String> {
         ));
     }
     let classes = word_class_routing_file(
-        &model,
+        model,
         &tok,
         &dir.join("word_classes.json"),
         "a held-out document of the corpus",
     )?;
     s.push_str(&class_text(&classes));
     Ok(s)
+}
+
+/// Chapter 9's block on the trained model (book/src/generated/trained-model.md): the
+/// report of [`trained_demo`] without the machine's path, as a text block.
+pub fn trained_markdown() -> Result<String> {
+    let dir = trained_dir();
+    let (config, ckpt) = open(&dir)?;
+    let model = Model::new(config, &ckpt)?;
+    Ok(format!(
+        "```text\n{}```\n",
+        trained_text(&model, &ckpt, &dir)?
+    ))
 }
