@@ -578,14 +578,7 @@ fn s1_exercise3() -> Outcome {
     };
     let r = match routed() {
         Ok(r) => r,
-        Err(e) => {
-            return Outcome {
-                value: None,
-                computed: format!("not measured: {e}"),
-                status: Status::NeedsData,
-                note: "Needs the model trained here (data/anatomy-moe/, made by `anatomy train`; its references by scripts/gen_anatomy_moe_checks.py).".into(),
-            };
-        }
+        Err(e) => return super::trained_model_missing(&e),
     };
     let named = ["punctuation", "noun", "verb"];
     let idx: Vec<Option<usize>> = named

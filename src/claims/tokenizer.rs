@@ -314,14 +314,7 @@ fn tok_bos_sink() -> Outcome {
     };
     let (layers, uniform, diff) = match measured() {
         Ok(m) => m,
-        Err(e) => {
-            return Outcome {
-                value: None,
-                computed: format!("not measured: {e}"),
-                status: Status::NeedsData,
-                note: "Needs the model trained here (data/anatomy-moe/, made by `anatomy train`; its references by scripts/gen_anatomy_moe_checks.py).".into(),
-            };
-        }
+        Err(e) => return super::trained_model_missing(&e),
     };
     let (best, share) = layers
         .iter()

@@ -451,7 +451,7 @@ pub fn word_class_routing_file(
     source: &str,
 ) -> Result<ClassRouting> {
     let what = path.display().to_string();
-    let doc = crate::error::read_json(&path)?;
+    let doc = crate::error::read_json(path)?;
     let text = doc["text"]
         .as_str()
         .ok_or_else(|| crate::Error::field(&what, "text", "not a string"))?;

@@ -79,19 +79,19 @@ pub fn prompt_checks(model: &Model, tok: &Tokenizer, dir: &Path) -> Result<Vec<P
 /// greedy continuation (equal to transformers'), and where the word classes of real text go.
 pub fn trained_demo() -> Result<String> {
     let dir = trained_dir();
-    let (config, ckpt) = open(&dir)?;
-    let model = Model::new(config, &ckpt)?;
     Ok(format!(
         "trained checkpoint {}:\n{}",
         dir.display(),
-        trained_text(&model, &ckpt, &dir)?
+        trained_text(&dir)?
     ))
 }
 
 /// The trained model's report without its path: what training reached, each prompt's
 /// greedy continuation beside transformers', the word classes' experts.
-fn trained_text(model: &Model, ckpt: &super::ModelFile, dir: &Path) -> Result<String> {
+fn trained_text(dir: &Path) -> Result<String> {
     use std::fmt::Write;
+    let (config, ckpt) = open(dir)?;
+    let model = &Model::new(config, &ckpt)?;
     let c = &model.config;
     let tok = Tokenizer::qwen()?;
     let mut s = String::new();
@@ -146,11 +146,5 @@ fn trained_text(model: &Model, ckpt: &super::ModelFile, dir: &Path) -> Result<St
 /// Chapter 9's block on the trained model (book/src/generated/trained-model.md): the
 /// report of [`trained_demo`] without the machine's path, as a text block.
 pub fn trained_markdown() -> Result<String> {
-    let dir = trained_dir();
-    let (config, ckpt) = open(&dir)?;
-    let model = Model::new(config, &ckpt)?;
-    Ok(format!(
-        "```text\n{}```\n",
-        trained_text(&model, &ckpt, &dir)?
-    ))
+    Ok(format!("```text\n{}```\n", trained_text(&trained_dir())?))
 }
