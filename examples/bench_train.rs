@@ -66,7 +66,10 @@ fn parse() -> anyhow::Result<Args> {
         ("--steps", a.steps, 1 << 16),
         ("--threads", a.threads, 1 << 10),
     ] {
-        anyhow::ensure!((1..=max).contains(&v), "{name} must be in 1..={max}, got {v}");
+        anyhow::ensure!(
+            (1..=max).contains(&v),
+            "{name} must be in 1..={max}, got {v}"
+        );
     }
     Ok(a)
 }
