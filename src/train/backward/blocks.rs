@@ -125,17 +125,6 @@ pub fn bias_backward(dy: &[f32], db: &mut [f32]) {
     }
 }
 
-/// `m` `[rows, cols]` transposed to `[cols, rows]`.
-pub fn transpose(m: &[f32], rows: usize, cols: usize) -> Vec<f32> {
-    let mut out = vec![0.0f32; m.len()];
-    for r in 0..rows {
-        for c in 0..cols {
-            out[c * rows + r] = m[r * cols + c];
-        }
-    }
-    out
-}
-
 pub fn add_into(acc: &mut [f32], x: &[f32]) {
     for (a, b) in acc.iter_mut().zip(x) {
         *a += b;
