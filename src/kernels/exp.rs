@@ -146,7 +146,8 @@ mod avx2 {
     }
     // ANCHOR_END: exp8
 
-    /// [`super::col_exp_sum`]: eight columns at a time, each lane summed in row order.
+    /// [`super::col_exp_sum`]: row by row (the tile is read in memory order), eight
+    /// columns at a time, each column summed in row order.
     ///
     /// # Safety
     /// The CPU supports AVX2 and FMA; `z.len()` is a multiple of `shift.len()`, and `sum`
@@ -154,59 +155,47 @@ mod avx2 {
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn col_exp_sum(z: &[f32], shift: &[f32], sum: &mut [f32]) {
         let w = shift.len();
-        let rows = z.len() / w;
         let main = w / 8 * 8;
-        for j in (0..main).step_by(8) {
-            // SAFETY: j + 8 ≤ w = shift.len().
-            let m = unsafe { _mm256_loadu_ps(shift.as_ptr().add(j)) };
-            let mut acc = _mm256_setzero_ps();
-            for v in 0..rows {
-                // SAFETY: v·w + j + 8 ≤ rows·w = z.len().
-                let x = unsafe { _mm256_loadu_ps(z.as_ptr().add(v * w + j)) };
-                // SAFETY: the CPU features are this function's.
-                acc = _mm256_add_ps(acc, unsafe { exp8(_mm256_sub_ps(x, m)) });
+        for row in z.chunks_exact(w) {
+            for j in (0..main).step_by(8) {
+                // SAFETY: j + 8 ≤ w, the length of `row`, `shift` and `sum`; the CPU
+                // features are this function's.
+                unsafe {
+                    let x = _mm256_loadu_ps(row.as_ptr().add(j));
+                    let m = _mm256_loadu_ps(shift.as_ptr().add(j));
+                    let e = exp8(_mm256_sub_ps(x, m));
+                    let s = _mm256_loadu_ps(sum.as_ptr().add(j));
+                    _mm256_storeu_ps(sum.as_mut_ptr().add(j), _mm256_add_ps(s, e));
+                }
             }
-            let mut lanes = [0.0f32; 8];
-            // SAFETY: `lanes` holds the 8 floats an unaligned store writes.
-            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
-            for (s, l) in sum[j..j + 8].iter_mut().zip(lanes) {
-                *s += l;
-            }
-        }
-        for j in main..w {
-            for v in 0..rows {
-                sum[j] += exp_f32(z[v * w + j] - shift[j]);
+            for j in main..w {
+                sum[j] += exp_f32(row[j] - shift[j]);
             }
         }
     }
 
-    /// [`super::col_exp_scale`], eight columns at a time.
+    /// [`super::col_exp_scale`], row by row, eight columns at a time.
     ///
     /// # Safety
     /// The CPU supports AVX2 and FMA, and `z.len()` is a multiple of `shift.len()`.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn col_exp_scale(z: &mut [f32], shift: &[f32], scale: f32) {
         let w = shift.len();
-        let rows = z.len() / w;
         let main = w / 8 * 8;
         let sc = _mm256_set1_ps(scale);
-        let zp = z.as_mut_ptr();
-        for j in (0..main).step_by(8) {
-            // SAFETY: j + 8 ≤ w = shift.len().
-            let m = unsafe { _mm256_loadu_ps(shift.as_ptr().add(j)) };
-            for v in 0..rows {
-                // SAFETY: v·w + j + 8 ≤ rows·w = z.len(), and `zp` is z's own pointer;
-                // the CPU features are this function's.
+        for row in z.chunks_exact_mut(w) {
+            for j in (0..main).step_by(8) {
+                // SAFETY: j + 8 ≤ w, the length of `row` and `shift`; the CPU features
+                // are this function's.
                 unsafe {
-                    let x = _mm256_loadu_ps(zp.add(v * w + j));
+                    let x = _mm256_loadu_ps(row.as_ptr().add(j));
+                    let m = _mm256_loadu_ps(shift.as_ptr().add(j));
                     let e = exp8(_mm256_sub_ps(x, m));
-                    _mm256_storeu_ps(zp.add(v * w + j), _mm256_mul_ps(e, sc));
+                    _mm256_storeu_ps(row.as_mut_ptr().add(j), _mm256_mul_ps(e, sc));
                 }
             }
-        }
-        for j in main..w {
-            for v in 0..rows {
-                z[v * w + j] = exp_f32(z[v * w + j] - shift[j]) * scale;
+            for j in main..w {
+                row[j] = exp_f32(row[j] - shift[j]) * scale;
             }
         }
     }

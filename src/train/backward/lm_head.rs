@@ -297,4 +297,45 @@ mod tests {
         }
         assert_eq!(lm_head_loss(&w, vocab, h, &x, &rows, None), loss);
     }
+
+    /// The same bits on 1 thread and on 3: the blocks and the order their partial sums
+    /// are added in do not depend on the threads.
+    #[test]
+    fn lm_head_bits_do_not_depend_on_threads() {
+        let (vocab, h, n) = (3000, 16, 40);
+        let w = values(vocab * h, 3, 0.5);
+        let x = values(n * h, 4, 1.0);
+        let rows: Vec<(usize, usize)> = (0..n).map(|i| (i, (i * 131) % vocab)).collect();
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("a thread pool");
+            pool.install(|| {
+                let (mut dw, mut dx) = (vec![0.0f32; vocab * h], vec![0.0f32; n * h]);
+                let grads = HeadGrads {
+                    dw: &mut dw,
+                    dx: &mut dx,
+                };
+                let loss = lm_head_loss(&w, vocab, h, &x, &rows, Some(grads));
+                (loss.to_bits(), dw, dx)
+            })
+        };
+        let (one, three) = (run(1), run(3));
+        assert_eq!(one.0, three.0, "loss");
+        assert!(
+            one.1
+                .iter()
+                .zip(&three.1)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "dW"
+        );
+        assert!(
+            one.2
+                .iter()
+                .zip(&three.2)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "dx"
+        );
+    }
 }
