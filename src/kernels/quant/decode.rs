@@ -1,0 +1,338 @@
+//! The decode kernels of the int8 path (chapter 10): one weight row against one quantised
+//! token, for the three types of llama.cpp's q8_0 and q4_k_m files (Q8_0, Q4_K, Q6_K).
+//! A decode step is one token, so the register tiles of `tiles` (which share a weight
+//! block's unpacking between tokens) have nothing to share; what matters is the number of
+//! instructions per weight byte and a memory stream the prefetchers follow. These kernels
+//! walk one row at a time (consecutive rows are consecutive in memory, so a task's rows are
+//! one sequential stream), keep every vector in a register (no arrays of vectors, which the
+//! tiles spill at one token), and split each 256-weight block's float sum over two
+//! accumulators so the FMA latency does not serialise it.
+//!
+//! The integer sum of each activation block equals the reference's exactly; only the f32
+//! additions come in another order, so tests pin each kernel to
+//! [`super::dot_row_reference`] within `4·(blocks)·ε·Σ|terms|`, as the tiles are.
+
+use super::ActRow;
+use crate::quant::GgmlType;
+
+/// Whether `ty` has a decode kernel on this CPU.
+pub fn has_decode(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_K | GgmlType::Q6_K) && avx2::available()
+}
+
+/// `Σ_c w_c · x̂_c` for one weight row `row` (whole blocks of `ty`) and one quantised token
+/// row `x` (blocks of [`super::activation_block`]`(ty)`, as long as the row), or `None`
+/// when [`has_decode`] is false.
+pub fn dot_row(ty: GgmlType, row: &[u8], x: ActRow) -> Option<f32> {
+    if !has_decode(ty) {
+        return None;
+    }
+    let n = x.qs.len();
+    let block = super::activation_block(ty).expect("a decode type has a block");
+    assert!(
+        x.d.len() * block == n && x.sums.len() * 16 == n && x.dsums.len() == x.d.len(),
+        "decode dot: activation blocks"
+    );
+    assert_eq!(
+        ty.row_bytes(n as u64),
+        Some(row.len() as u64),
+        "decode dot: row length"
+    );
+    Some(avx2::dot(ty, row, x))
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    //! Integer bounds as in `tiles`: `vpmaddubsw` pairs of an unsigned weight value
+    //! q ≤ 63 by |x̂| ≤ 127 are at most 16002 < 2^15 (Q8_0's sign trick, |w| ≤ 128 by x̂
+    //! with w's sign, at most 32512); `vpmaddwd` by a scale ≤ 128 stays below 2^23 per lane,
+    //! so every i32 converts to f32 exactly.
+    use super::ActRow;
+    use crate::quant::GgmlType;
+    use std::arch::x86_64::*;
+
+    /// AVX2, FMA and F16C, which every kernel here is compiled with.
+    pub fn available() -> bool {
+        is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+    }
+
+    /// The kernel for `ty` (shapes checked by `dot_row`).
+    pub fn dot(ty: GgmlType, row: &[u8], x: ActRow) -> f32 {
+        assert!(available(), "decode kernels: AVX2/FMA/F16C");
+        // SAFETY: the CPU features were checked just above; each kernel slices its blocks
+        // (bounds-checked) before every load (`load32`, `load16`, `loadf8`).
+        unsafe {
+            match ty {
+                GgmlType::Q8_0 => q8_0(row, x),
+                GgmlType::Q4_K => q4_k(row, x),
+                GgmlType::Q6_K => q6_k(row, x),
+                _ => panic!("decode kernels: none for {}", ty.name()),
+            }
+        }
+    }
+
+    /// 32 bytes at `s[..32]` (bounds-checked, then an unaligned load).
+    #[inline(always)]
+    fn load32<T>(s: &[T]) -> __m256i {
+        assert!(std::mem::size_of_val(s) >= 32, "load32: short slice");
+        // SAFETY: the slice holds at least 32 bytes (asserted); the load is unaligned,
+        // and AVX is implied by the callers' target features.
+        unsafe { _mm256_loadu_si256(s.as_ptr() as *const __m256i) }
+    }
+
+    /// 16 bytes at `s[..16]`.
+    #[inline(always)]
+    fn load16(s: &[u8]) -> __m128i {
+        assert!(s.len() >= 16, "load16: short slice");
+        // SAFETY: sixteen bytes are there (asserted); the load is unaligned.
+        unsafe { _mm_loadu_si128(s.as_ptr() as *const __m128i) }
+    }
+
+    /// Eight f32 at `s[..8]`.
+    #[inline(always)]
+    fn loadf8(s: &[f32]) -> __m256 {
+        assert!(s.len() >= 8, "loadf8: short slice");
+        // SAFETY: eight floats are there (asserted); the load is unaligned.
+        unsafe { _mm256_loadu_ps(s.as_ptr()) }
+    }
+
+    /// The little-endian f16 at `b[0..2]` widened with F16C, in all eight lanes.
+    #[inline(always)]
+    fn f16_splat(b: &[u8]) -> __m256 {
+        let bits = u16::from_le_bytes([b[0], b[1]]);
+        // SAFETY: F16C and AVX are implied by the callers' target features.
+        unsafe { _mm256_cvtph_ps(_mm_set1_epi16(bits as i16)) }
+    }
+
+    /// The eight lanes summed (pairwise).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn hsum(v: __m256) -> f32 {
+        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        _mm_cvtss_f32(s)
+    }
+
+    /// Q8_0: per block `dw · [dx₀ ×4, dx₁ ×4] · Σ w·x̂` (lanes 0..4 of `vpmaddwd` hold
+    /// the first 16 values' products, 4..8 the last 16's), blocks alternating between two
+    /// accumulators.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn q8_0(row: &[u8], x: ActRow) -> f32 {
+        let ones = _mm256_set1_epi16(1);
+        let halves = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+        let mut acc = [_mm256_setzero_ps(); 2];
+        for (b, blk) in row.chunks_exact(34).enumerate() {
+            let w = load32(&blk[2..]);
+            let xv = load32(&x.qs[32 * b..]);
+            let p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w));
+            let s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
+            let d = &x.d[2 * b..2 * b + 2];
+            // SAFETY: `d` holds two f32, the 8 bytes `_mm_loadl_epi64` reads (unaligned).
+            let pair = unsafe { _mm_loadl_epi64(d.as_ptr() as *const __m128i) };
+            // The block's two activation steps, [d₀ ×4, d₁ ×4].
+            let dx =
+                _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_castsi128_ps(pair)), halves);
+            let scale = _mm256_mul_ps(f16_splat(blk), dx);
+            acc[b % 2] = _mm256_fmadd_ps(s, scale, acc[b % 2]);
+        }
+        hsum(_mm256_add_ps(acc[0], acc[1]))
+    }
+
+    /// Q4_K (as the tiles): per 32-weight sub-block `s` (activation block `j`),
+    /// `dx_j·sc_s·Σ q·x̂q` summed over the 256-weight block, times `d`; minus
+    /// `dmin·Σ_s m_s·dx_j·Σx̂q`, one 8-lane product with the token's `dsums`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn q4_k(row: &[u8], x: ActRow) -> f32 {
+        let m4 = _mm256_set1_epi8(0x0f);
+        // Byte shuffles repeating i16 lane s (bytes 2s, 2s + 1) across a register.
+        let pick: [__m256i; 8] =
+            std::array::from_fn(|s| _mm256_set1_epi16((2 * s as i16) | ((2 * s as i16 + 1) << 8)));
+        let mut acc = _mm256_setzero_ps();
+        for (b, blk) in row.chunks_exact(144).enumerate() {
+            let xq = &x.qs[256 * b..256 * b + 256];
+            let dx = &x.d[8 * b..8 * b + 8];
+            let (scales, mins) = super::super::unpack_scale_min_k4(&blk[4..16]);
+            let sc =
+                _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(scales as i64)));
+            let m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(mins as i64)));
+            let mins = _mm256_mul_ps(m, f16_splat(&blk[2..]));
+            acc = _mm256_fnmadd_ps(mins, loadf8(&x.dsums[8 * b..]), acc);
+            let (mut even, mut odd) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+            for c in 0..4 {
+                let q = load32(&blk[16 + 32 * c..]);
+                let lo = _mm256_and_si256(q, m4);
+                let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                let s = 2 * c;
+                let p = _mm256_maddubs_epi16(lo, load32(&xq[32 * s..]));
+                let sc_s = _mm256_shuffle_epi8(sc, pick[s]);
+                let v = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, sc_s));
+                even = _mm256_fmadd_ps(v, _mm256_set1_ps(dx[s]), even);
+                let p = _mm256_maddubs_epi16(hi, load32(&xq[32 * s + 32..]));
+                let sc_s = _mm256_shuffle_epi8(sc, pick[s + 1]);
+                let v = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, sc_s));
+                odd = _mm256_fmadd_ps(v, _mm256_set1_ps(dx[s + 1]), odd);
+            }
+            acc = _mm256_fmadd_ps(_mm256_add_ps(even, odd), f16_splat(blk), acc);
+        }
+        hsum(acc)
+    }
+
+    /// Q6_K (as the tiles): per activation block `j` (16-weight sub-blocks `2j`, `2j + 1`),
+    /// `d·dx_j·(Σ_s sc_s·Σ q·x̂q − 32·Σ_s sc_s·Σx̂q)`; the second sum for the 8 blocks of
+    /// 256 weights at once, `vpmaddwd` of the 16 scales by the 16 per-16 sums.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn q6_k(row: &[u8], x: ActRow) -> f32 {
+        let (m4, m2) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x30));
+        let pair = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+        let mut acc = _mm256_setzero_ps();
+        for (b, blk) in row.chunks_exact(210).enumerate() {
+            let xq = &x.qs[256 * b..256 * b + 256];
+            let dx = &x.d[8 * b..8 * b + 8];
+            let raw = load16(&blk[192..208]);
+            // Lane j: sc_2j·Σx̂q(2j) + sc_2j+1·Σx̂q(2j+1), at most 2·128·2032.
+            let sums = load32(&x.sums[16 * b..16 * b + 16]);
+            let off = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_cvtepi8_epi16(raw), sums));
+            let mut even = _mm256_mul_ps(_mm256_mul_ps(off, loadf8(dx)), _mm256_set1_ps(-32.0));
+            let mut odd = _mm256_setzero_ps();
+            for h in 0..2 {
+                let l0 = load32(&blk[64 * h..]);
+                let l1 = load32(&blk[64 * h + 32..]);
+                let hb = load32(&blk[128 + 32 * h..]);
+                // The four 32-weight runs k of this half: low nibble and two high bits.
+                let q = [
+                    _mm256_or_si256(
+                        _mm256_and_si256(l0, m4),
+                        _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(l1, m4),
+                        _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                        _mm256_and_si256(hb, m2),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                        _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2),
+                    ),
+                ];
+                for (k, &qk) in q.iter().enumerate() {
+                    let j8 = 4 * h + k;
+                    // [sc_2j8 ×8, sc_2j8+1 ×8] as i16: one byte shuffle, then widened.
+                    let pick = _mm_add_epi8(pair, _mm_set1_epi8(2 * j8 as i8));
+                    let sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(raw, pick));
+                    let p = _mm256_maddubs_epi16(qk, load32(&xq[32 * j8..]));
+                    let v = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, sc));
+                    let dxj = _mm256_set1_ps(dx[j8]);
+                    if k % 2 == 0 {
+                        even = _mm256_fmadd_ps(v, dxj, even);
+                    } else {
+                        odd = _mm256_fmadd_ps(v, dxj, odd);
+                    }
+                }
+            }
+            acc = _mm256_fmadd_ps(_mm256_add_ps(even, odd), f16_splat(&blk[208..]), acc);
+        }
+        hsum(acc)
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+mod avx2 {
+    use super::ActRow;
+    use crate::quant::GgmlType;
+    /// No AVX2 here: the per-row reference runs.
+    pub fn available() -> bool {
+        false
+    }
+    pub fn dot(_: GgmlType, _: &[u8], _: ActRow) -> f32 {
+        unreachable!("decode kernels: not on this CPU")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{QuantizedRows, activation_block, dot_row_reference};
+    use super::*;
+    use crate::quant::{dequantize, quantize};
+
+    fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(2654435761).wrapping_add(77);
+        (0..n)
+            .map(|i| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                let u = s as f32 / u32::MAX as f32 - 0.5;
+                if i % 83 == 5 {
+                    9.0 * u * scale
+                } else {
+                    u * scale
+                }
+            })
+            .collect()
+    }
+
+    /// Each decode kernel equals the reference row dot within the f32 re-association
+    /// bound (the integer block sums are the same), over several rows and lengths.
+    #[test]
+    fn decode_kernels_equal_the_reference_dots() {
+        for ty in [GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+            if !has_decode(ty) {
+                continue;
+            }
+            for (seed, cols) in [(1u32, 256usize), (2, 768), (3, 2048), (4, 4096)] {
+                let w = values(3 * cols, seed, 0.3);
+                let mut bytes = Vec::new();
+                quantize(ty, &w, &mut bytes);
+                let rb = bytes.len() / 3;
+                let xs = values(cols, seed + 40, 2.0);
+                let mut acts = QuantizedRows::default();
+                acts.quantize(&xs, cols, activation_block(ty).unwrap());
+                let mut wd = vec![0.0f32; w.len()];
+                dequantize(ty, &bytes, &mut wd);
+                let xd = acts.dequantize_row(0);
+                for i in 0..3 {
+                    let row = &bytes[i * rb..][..rb];
+                    let want = dot_row_reference(ty, row, acts.row(0));
+                    let got = dot_row(ty, row, acts.row(0)).expect("has_decode");
+                    let mag: f32 = wd[i * cols..(i + 1) * cols]
+                        .iter()
+                        .zip(&xd)
+                        .map(|(a, b)| (a * b).abs())
+                        .sum();
+                    let tol = 4.0 * (cols / 32) as f32 * f32::EPSILON * mag;
+                    assert!(
+                        (got - want).abs() <= tol,
+                        "{} cols {cols} row {i}: {got} vs {want} (tol {tol})",
+                        ty.name()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_non_finite_activation_gives_nan() {
+        for ty in [GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+            if !has_decode(ty) {
+                continue;
+            }
+            let w = values(512, 1, 0.3);
+            let mut bytes = Vec::new();
+            quantize(ty, &w, &mut bytes);
+            let mut x = values(512, 2, 1.0);
+            x[300] = f32::INFINITY;
+            let mut acts = QuantizedRows::default();
+            acts.quantize(&x, 512, activation_block(ty).unwrap());
+            assert!(
+                dot_row(ty, &bytes, acts.row(0)).unwrap().is_nan(),
+                "{}",
+                ty.name()
+            );
+        }
+    }
+}
