@@ -106,6 +106,26 @@ mod avx2 {
         unsafe { _mm256_cvtph_ps(_mm_set1_epi16(bits as i16)) }
     }
 
+    /// How far ahead of the block being read the kernels ask for weights: one row walk is
+    /// a single sequential stream, which the hardware prefetchers alone keep at about 10
+    /// GB/s on one core here; asking 2 KiB ahead (measured: 0.5, 1, 2, 4 KiB) raised the
+    /// LM-head-sized matrix's rate by 15–25 % (`big_timing`).
+    const AHEAD: usize = 2048;
+
+    /// Asks for the cache lines of `bytes` bytes at [`AHEAD`] bytes past `p` (a hint: the
+    /// address may lie past the matrix, which a prefetch never faults on).
+    #[inline(always)]
+    fn prefetch(p: *const u8, bytes: usize) {
+        let ahead = AHEAD;
+        let mut k = 0;
+        while k < bytes {
+            // SAFETY: a prefetch is a hint that never faults, whatever the address;
+            // `wrapping_add` computes it without asserting it is in bounds.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead + k) as *const i8) };
+            k += 64;
+        }
+    }
+
     /// The eight lanes summed (pairwise).
     #[target_feature(enable = "avx2,fma,f16c")]
     fn hsum(v: __m256) -> f32 {
@@ -124,6 +144,9 @@ mod avx2 {
         let halves = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
         let mut acc = [_mm256_setzero_ps(); 2];
         for (b, blk) in row.chunks_exact(34).enumerate() {
+            if b % 2 == 0 {
+                prefetch(blk.as_ptr(), 68);
+            }
             let w = load32(&blk[2..]);
             let xv = load32(&x.qs[32 * b..]);
             let p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w));
@@ -151,6 +174,7 @@ mod avx2 {
             std::array::from_fn(|s| _mm256_set1_epi16((2 * s as i16) | ((2 * s as i16 + 1) << 8)));
         let mut acc = _mm256_setzero_ps();
         for (b, blk) in row.chunks_exact(144).enumerate() {
+            prefetch(blk.as_ptr(), 144);
             let xq = &x.qs[256 * b..256 * b + 256];
             let dx = &x.d[8 * b..8 * b + 8];
             let (scales, mins) = super::super::unpack_scale_min_k4(&blk[4..16]);
@@ -188,6 +212,7 @@ mod avx2 {
         let pair = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
         let mut acc = _mm256_setzero_ps();
         for (b, blk) in row.chunks_exact(210).enumerate() {
+            prefetch(blk.as_ptr(), 210);
             let xq = &x.qs[256 * b..256 * b + 256];
             let dx = &x.d[8 * b..8 * b + 8];
             let raw = load16(&blk[192..208]);
