@@ -24,8 +24,16 @@ pub fn has_decode(ty: GgmlType) -> bool {
 /// row `x` (blocks of [`super::activation_block`]`(ty)`, as long as the row), or `None`
 /// when [`has_decode`] is false.
 pub fn dot_row(ty: GgmlType, row: &[u8], x: ActRow) -> Option<f32> {
+    let mut out = [0.0f32];
+    dot_rows(ty, row, row.len(), x, &mut out).then_some(out[0])
+}
+
+/// [`dot_row`] for the consecutive rows of `rows` (`out.len()` rows of `row_bytes` bytes,
+/// which is what a decode step's row-block task holds), the shapes and the CPU checked
+/// once for them all. Returns false, having done nothing, when [`has_decode`] is false.
+pub fn dot_rows(ty: GgmlType, rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) -> bool {
     if !has_decode(ty) {
-        return None;
+        return false;
     }
     let n = x.qs.len();
     let block = super::activation_block(ty).expect("a decode type has a block");
@@ -35,10 +43,16 @@ pub fn dot_row(ty: GgmlType, row: &[u8], x: ActRow) -> Option<f32> {
     );
     assert_eq!(
         ty.row_bytes(n as u64),
-        Some(row.len() as u64),
+        Some(row_bytes as u64),
         "decode dot: row length"
     );
-    Some(avx2::dot(ty, row, x))
+    assert_eq!(
+        out.len().checked_mul(row_bytes),
+        Some(rows.len()),
+        "decode dot: rows"
+    );
+    avx2::dot_rows(ty, rows, row_bytes, x, out);
+    true
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -58,18 +72,39 @@ mod avx2 {
             && is_x86_feature_detected!("f16c")
     }
 
-    /// The kernel for `ty` (shapes checked by `dot_row`).
-    pub fn dot(ty: GgmlType, row: &[u8], x: ActRow) -> f32 {
+    /// The kernel for `ty` over each row of `rows` (shapes checked by `dot_rows`).
+    pub fn dot_rows(ty: GgmlType, rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) {
         assert!(available(), "decode kernels: AVX2/FMA/F16C");
         // SAFETY: the CPU features were checked just above; each kernel slices its blocks
         // (bounds-checked) before every load (`load32`, `load16`, `loadf8`).
         unsafe {
             match ty {
-                GgmlType::Q8_0 => q8_0(row, x),
-                GgmlType::Q4_K => q4_k(row, x),
-                GgmlType::Q6_K => q6_k(row, x),
+                GgmlType::Q8_0 => rows_q8_0(rows, row_bytes, x, out),
+                GgmlType::Q4_K => rows_q4_k(rows, row_bytes, x, out),
+                GgmlType::Q6_K => rows_q6_k(rows, row_bytes, x, out),
                 _ => panic!("decode kernels: none for {}", ty.name()),
             }
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn rows_q8_0(rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) {
+        for (o, row) in out.iter_mut().zip(rows.chunks_exact(row_bytes)) {
+            *o = q8_0(row, x);
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn rows_q4_k(rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) {
+        for (o, row) in out.iter_mut().zip(rows.chunks_exact(row_bytes)) {
+            *o = q4_k(row, x);
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn rows_q6_k(rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) {
+        for (o, row) in out.iter_mut().zip(rows.chunks_exact(row_bytes)) {
+            *o = q6_k(row, x);
         }
     }
 
@@ -139,6 +174,7 @@ mod avx2 {
     /// the first 16 values' products, 4..8 the last 16's), blocks alternating between two
     /// accumulators.
     #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
     fn q8_0(row: &[u8], x: ActRow) -> f32 {
         let ones = _mm256_set1_epi16(1);
         let halves = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
@@ -163,23 +199,25 @@ mod avx2 {
         hsum(_mm256_add_ps(acc[0], acc[1]))
     }
 
-    /// Q4_K (as the tiles): per 32-weight sub-block `s` (activation block `j`),
-    /// `dx_j·sc_s·Σ q·x̂q` summed over the 256-weight block, times `d`; minus
-    /// `dmin·Σ_s m_s·dx_j·Σx̂q`, one 8-lane product with the token's `dsums`.
+    /// Q4_K: per 32-weight sub-block `s` (activation block `j`), `(sc_s·dx_j)·Σ q·x̂q`
+    /// summed over the 256-weight block, times `d`; minus `dmin·Σ_s m_s·dx_j·Σx̂q`, one
+    /// 8-lane product with the token's `dsums`. The eight `sc_s·dx_j` are one 8-lane
+    /// product per block, read back one by one as broadcasts (loads, not shuffles).
     #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
     fn q4_k(row: &[u8], x: ActRow) -> f32 {
         let m4 = _mm256_set1_epi8(0x0f);
-        // Byte shuffles repeating i16 lane s (bytes 2s, 2s + 1) across a register.
-        let pick: [__m256i; 8] =
-            std::array::from_fn(|s| _mm256_set1_epi16((2 * s as i16) | ((2 * s as i16 + 1) << 8)));
+        let ones = _mm256_set1_epi16(1);
         let mut acc = _mm256_setzero_ps();
+        let mut scdx = [0.0f32; 8];
         for (b, blk) in row.chunks_exact(144).enumerate() {
             prefetch(blk.as_ptr(), 144);
             let xq = &x.qs[256 * b..256 * b + 256];
-            let dx = &x.d[8 * b..8 * b + 8];
             let (scales, mins) = super::super::unpack_scale_min_k4(&blk[4..16]);
-            let sc =
-                _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(scales as i64)));
+            let sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(scales as i64)));
+            let dx = loadf8(&x.d[8 * b..]);
+            // SAFETY: `scdx` is eight f32 (the unaligned store writes exactly those).
+            unsafe { _mm256_storeu_ps(scdx.as_mut_ptr(), _mm256_mul_ps(sc, dx)) };
             let m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(mins as i64)));
             let mins = _mm256_mul_ps(m, f16_splat(&blk[2..]));
             acc = _mm256_fnmadd_ps(mins, loadf8(&x.dsums[8 * b..]), acc);
@@ -189,14 +227,13 @@ mod avx2 {
                 let lo = _mm256_and_si256(q, m4);
                 let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
                 let s = 2 * c;
+                // Pairs of q·x: at most 2·15·127 = 3810, well inside i16.
                 let p = _mm256_maddubs_epi16(lo, load32(&xq[32 * s..]));
-                let sc_s = _mm256_shuffle_epi8(sc, pick[s]);
-                let v = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, sc_s));
-                even = _mm256_fmadd_ps(v, _mm256_set1_ps(dx[s]), even);
+                let v = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
+                even = _mm256_fmadd_ps(v, _mm256_set1_ps(scdx[s]), even);
                 let p = _mm256_maddubs_epi16(hi, load32(&xq[32 * s + 32..]));
-                let sc_s = _mm256_shuffle_epi8(sc, pick[s + 1]);
-                let v = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, sc_s));
-                odd = _mm256_fmadd_ps(v, _mm256_set1_ps(dx[s + 1]), odd);
+                let v = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
+                odd = _mm256_fmadd_ps(v, _mm256_set1_ps(scdx[s + 1]), odd);
             }
             acc = _mm256_fmadd_ps(_mm256_add_ps(even, odd), f16_splat(blk), acc);
         }
@@ -207,6 +244,7 @@ mod avx2 {
     /// `d·dx_j·(Σ_s sc_s·Σ q·x̂q − 32·Σ_s sc_s·Σx̂q)`; the second sum for the 8 blocks of
     /// 256 weights at once, `vpmaddwd` of the 16 scales by the 16 per-16 sums.
     #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
     fn q6_k(row: &[u8], x: ActRow) -> f32 {
         let (m4, m2) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x30));
         let pair = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
@@ -273,7 +311,7 @@ mod avx2 {
     pub fn available() -> bool {
         false
     }
-    pub fn dot(_: GgmlType, _: &[u8], _: ActRow) -> f32 {
+    pub fn dot_rows(_: GgmlType, _: &[u8], _: usize, _: ActRow, _: &mut [f32]) {
         unreachable!("decode kernels: not on this CPU")
     }
 }
