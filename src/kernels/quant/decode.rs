@@ -179,15 +179,17 @@ mod avx2 {
         let ones = _mm256_set1_epi16(1);
         let halves = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
         let mut acc = [_mm256_setzero_ps(); 2];
-        for (b, blk) in row.chunks_exact(34).enumerate() {
+        // Fixed-size chunks, so the compiler sees every slice's length (no bounds checks).
+        let blocks = row.as_chunks::<34>().0.iter();
+        let xs = x.qs.as_chunks::<32>().0.iter().zip(x.d.as_chunks::<2>().0);
+        for (b, (blk, (xq, d))) in blocks.zip(xs).enumerate() {
             if b % 2 == 0 {
                 prefetch(blk.as_ptr(), 68);
             }
             let w = load32(&blk[2..]);
-            let xv = load32(&x.qs[32 * b..]);
+            let xv = load32(xq);
             let p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w));
             let s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-            let d = &x.d[2 * b..2 * b + 2];
             // SAFETY: `d` holds two f32, the 8 bytes `_mm_loadl_epi64` reads (unaligned).
             let pair = unsafe { _mm_loadl_epi64(d.as_ptr() as *const __m128i) };
             // The block's two activation steps, [d₀ ×4, d₁ ×4].
@@ -210,17 +212,23 @@ mod avx2 {
         let ones = _mm256_set1_epi16(1);
         let mut acc = _mm256_setzero_ps();
         let mut scdx = [0.0f32; 8];
-        for (b, blk) in row.chunks_exact(144).enumerate() {
+        let blocks = row.as_chunks::<144>().0.iter();
+        let xs = x.qs.as_chunks::<256>().0.iter();
+        let steps =
+            x.d.as_chunks::<8>()
+                .0
+                .iter()
+                .zip(x.dsums.as_chunks::<8>().0);
+        for ((blk, xq), (dx, dsums)) in blocks.zip(xs).zip(steps) {
             prefetch(blk.as_ptr(), 144);
-            let xq = &x.qs[256 * b..256 * b + 256];
             let (scales, mins) = super::super::unpack_scale_min_k4(&blk[4..16]);
             let sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(scales as i64)));
-            let dx = loadf8(&x.d[8 * b..]);
+            let dx = loadf8(dx);
             // SAFETY: `scdx` is eight f32 (the unaligned store writes exactly those).
             unsafe { _mm256_storeu_ps(scdx.as_mut_ptr(), _mm256_mul_ps(sc, dx)) };
             let m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(mins as i64)));
             let mins = _mm256_mul_ps(m, f16_splat(&blk[2..]));
-            acc = _mm256_fnmadd_ps(mins, loadf8(&x.dsums[8 * b..]), acc);
+            acc = _mm256_fnmadd_ps(mins, loadf8(dsums), acc);
             let (mut even, mut odd) = (_mm256_setzero_ps(), _mm256_setzero_ps());
             for c in 0..4 {
                 let q = load32(&blk[16 + 32 * c..]);
@@ -249,13 +257,18 @@ mod avx2 {
         let (m4, m2) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x30));
         let pair = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
         let mut acc = _mm256_setzero_ps();
-        for (b, blk) in row.chunks_exact(210).enumerate() {
+        let blocks = row.as_chunks::<210>().0.iter();
+        let xs = x.qs.as_chunks::<256>().0.iter();
+        let steps =
+            x.d.as_chunks::<8>()
+                .0
+                .iter()
+                .zip(x.sums.as_chunks::<16>().0);
+        for ((blk, xq), (dx, sums)) in blocks.zip(xs).zip(steps) {
             prefetch(blk.as_ptr(), 210);
-            let xq = &x.qs[256 * b..256 * b + 256];
-            let dx = &x.d[8 * b..8 * b + 8];
             let raw = load16(&blk[192..208]);
             // Lane j: sc_2j·Σx̂q(2j) + sc_2j+1·Σx̂q(2j+1), at most 2·128·2032.
-            let sums = load32(&x.sums[16 * b..16 * b + 16]);
+            let sums = load32(sums);
             let off = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_cvtepi8_epi16(raw), sums));
             let mut even = _mm256_mul_ps(_mm256_mul_ps(off, loadf8(dx)), _mm256_set1_ps(-32.0));
             let mut odd = _mm256_setzero_ps();
