@@ -18,6 +18,9 @@
 //! (`tiles`: Q8_0, Q4_K, Q6_K), else of at most [`MAX_TOKENS`] (decode); with it on, the mean
 //! KL from transformers is at most llama.cpp's on every fixture of tests/gguf_models.rs.
 //! [`with_quant_activations`] overrides it on the calling thread (tests run both paths).
+//! Groups of two tokens or more take the tiles; a single token (a decode step, or an expert
+//! that one token chose) takes [`decode`]'s row kernels, which need fewer instructions per
+//! weight byte when nothing is shared between tokens.
 
 use crate::quant::k_blocks::scale_min_k4;
 use crate::quant::{GgmlType, QK_K};
