@@ -268,6 +268,20 @@ fn int8_tiles(
     g: Group,
     o: Out,
 ) {
+    if g.n == 1 {
+        // Decode: the row kernels of `quant::decode`, checked once for the task's rows.
+        let mut v = [0.0f32; ROW_BLOCK];
+        let v = &mut v[..r.len()];
+        let rows = &bytes[r.start * row_bytes..r.end * row_bytes];
+        if quant::decode::dot_rows(ty, rows, row_bytes, acts.row(g.first_in), v) {
+            for (i, &x) in v.iter().enumerate() {
+                // SAFETY: row r.start + i lies in this task's rows `r` and token 0 < g.n:
+                // the contract of `Out::set`, as for the tiles below.
+                unsafe { o.set(0, i, x) };
+            }
+            return;
+        }
+    }
     let empty: &[u8] = &[];
     let mut ri = r.start;
     while ri < r.end {

@@ -18,6 +18,9 @@
 //! (`tiles`: Q8_0, Q4_K, Q6_K), else of at most [`MAX_TOKENS`] (decode); with it on, the mean
 //! KL from transformers is at most llama.cpp's on every fixture of tests/gguf_models.rs.
 //! [`with_quant_activations`] overrides it on the calling thread (tests run both paths).
+//! Groups of two tokens or more take the tiles; a single token (a decode step, or an expert
+//! that one token chose) takes [`decode`]'s row kernels, which need fewer instructions per
+//! weight byte when nothing is shared between tokens.
 
 use crate::quant::k_blocks::scale_min_k4;
 use crate::quant::{GgmlType, QK_K};
@@ -372,6 +375,23 @@ fn dot_q6_k(row: &[u8], x: ActRow) -> f32 {
     acc
 }
 
+/// Q4_K's 12 bytes of 6-bit scales and minima unpacked, four at a time in u32 words:
+/// the 8 scales and the 8 minima, one per byte (what `scale_min_k4` gives one by one;
+/// a test checks they agree).
+pub(crate) fn unpack_scale_min_k4(b: &[u8]) -> (u64, u64) {
+    let word = |k: usize| u32::from_le_bytes([b[k], b[k + 1], b[k + 2], b[k + 3]]);
+    let (lo, mid, hi) = (word(0), word(4), word(8));
+    let sc_lo = lo & 0x3f3f_3f3f;
+    let m_lo = mid & 0x3f3f_3f3f;
+    let sc_hi = (hi & 0x0f0f_0f0f) | (((lo >> 6) & 0x0303_0303) << 4);
+    let m_hi = ((hi >> 4) & 0x0f0f_0f0f) | (((mid >> 6) & 0x0303_0303) << 4);
+    (
+        sc_lo as u64 | (sc_hi as u64) << 32,
+        m_lo as u64 | (m_hi as u64) << 32,
+    )
+}
+
+pub mod decode;
 pub mod tiles;
 
 #[cfg(target_arch = "x86_64")]
@@ -509,14 +529,31 @@ mod tests {
             let rb = bytes.len() / rows;
             let mut out = vec![0.0f32; n * rows];
             with_quant_activations(true, || m.matmul(&xs, &mut out));
+            // Each (row, token) as the matmul pairs the tokens (tiles of two, the odd last
+            // one alone: the decode kernel), or, `alone`, every token by itself.
+            let want = |r: usize, t: usize, alone: bool| -> f32 {
+                let row = &bytes[r * rb..][..rb];
+                let first = if alone || t == n - 1 && n % 2 == 1 {
+                    t
+                } else {
+                    t - t % 2
+                };
+                let nt = if first == t && (alone || t == n - 1) {
+                    1
+                } else {
+                    2
+                };
+                let ts: Vec<ActRow> = (first..first + nt).map(|k| acts.row(k)).collect();
+                let mut v = [0.0f32; 2];
+                if tiles::dot_tile(ty, &[row], &ts, &mut v[..nt]) {
+                    v[t - first]
+                } else {
+                    dot_row(ty, row, acts.row(t))
+                }
+            };
             for t in 0..n {
                 for r in 0..rows {
-                    let row = &bytes[r * rb..][..rb];
-                    // A tile sums each (row, token) in the same order whatever its shape.
-                    let mut want = [dot_row(ty, row, acts.row(t))];
-                    tiles::dot_tile(ty, &[row], &[acts.row(t)], &mut want);
-                    let want = want[0];
-                    assert_eq!(out[t * rows + r].to_bits(), want.to_bits());
+                    assert_eq!(out[t * rows + r].to_bits(), want(r, t, false).to_bits());
                 }
             }
             // Grouped, one token per group (the MoE decode shape).
@@ -530,7 +567,11 @@ mod tests {
                 .collect();
             let mut grouped = vec![0.0f32; n * rows];
             with_quant_activations(true, || matmul_grouped(|_| m, &groups, &xs, &mut grouped));
-            assert_eq!(grouped, out);
+            for t in 0..n {
+                for r in 0..rows {
+                    assert_eq!(grouped[t * rows + r].to_bits(), want(r, t, true).to_bits());
+                }
+            }
             // Off: the f32 path, which differs (by the activations' rounding).
             let mut f32_out = vec![0.0f32; n * rows];
             with_quant_activations(false, || m.matmul(&xs, &mut f32_out));
@@ -570,8 +611,10 @@ mod tests {
         let mut out = vec![0.0f32; n * rows];
         matmul_grouped(|_| m, &groups, &xs, &mut out);
         let (mut int8, mut f32_path) = (vec![0.0f32; n * rows], vec![0.0f32; n * rows]);
-        with_quant_activations(true, || m.matmul(&xs, &mut int8));
-        with_quant_activations(false, || m.matmul(&xs, &mut f32_path));
+        // Each group apart, as `matmul_grouped` tiles it.
+        let (small, rest) = xs.split_at(3 * cols);
+        with_quant_activations(true, || m.matmul(small, &mut int8[..3 * rows]));
+        with_quant_activations(false, || m.matmul(rest, &mut f32_path[3 * rows..]));
         assert_eq!(out[..3 * rows], int8[..3 * rows]);
         assert_eq!(out[3 * rows..], f32_path[3 * rows..]);
     }

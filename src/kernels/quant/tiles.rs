@@ -54,14 +54,17 @@ pub fn dot_tile(ty: GgmlType, rows: &[&[u8]], xs: &[ActRow], out: &mut [f32]) ->
             "dot_tile: row length"
         );
     }
-    match (rows.len(), xs.len()) {
-        (1, 1) => tile::<1, 1>(ty, rows, xs, out),
-        (2, 1) => tile::<2, 1>(ty, rows, xs, out),
-        (3, 1) => tile::<3, 1>(ty, rows, xs, out),
-        (4, 1) => tile::<4, 1>(ty, rows, xs, out),
-        (1, 2) => tile::<1, 2>(ty, rows, xs, out),
-        (2, 2) => tile::<2, 2>(ty, rows, xs, out),
-        (3, 2) => tile::<3, 2>(ty, rows, xs, out),
+    if xs.len() == 1 {
+        // Decode: one token has nothing to share between rows; the row kernels are leaner.
+        for (o, r) in out.iter_mut().zip(rows) {
+            *o = super::decode::dot_row(ty, r, xs[0]).expect("decode kernels: has_tiles");
+        }
+        return true;
+    }
+    match rows.len() {
+        1 => tile::<1, 2>(ty, rows, xs, out),
+        2 => tile::<2, 2>(ty, rows, xs, out),
+        3 => tile::<3, 2>(ty, rows, xs, out),
         _ => tile::<4, 2>(ty, rows, xs, out),
     }
     true
@@ -192,22 +195,6 @@ mod avx2 {
         finish(&acc)
     }
 
-    /// Q4_K's 12 bytes of 6-bit scales and minima unpacked, four at a time in u32 words:
-    /// the 8 scales and the 8 minima, one per byte (what `scale_min_k4` gives one by one;
-    /// a test checks they agree).
-    pub(super) fn unpack_scale_min_k4(b: &[u8]) -> (u64, u64) {
-        let word = |k: usize| u32::from_le_bytes([b[k], b[k + 1], b[k + 2], b[k + 3]]);
-        let (lo, mid, hi) = (word(0), word(4), word(8));
-        let sc_lo = lo & 0x3f3f_3f3f;
-        let m_lo = mid & 0x3f3f_3f3f;
-        let sc_hi = (hi & 0x0f0f_0f0f) | (((lo >> 6) & 0x0303_0303) << 4);
-        let m_hi = ((hi >> 4) & 0x0f0f_0f0f) | (((mid >> 6) & 0x0303_0303) << 4);
-        (
-            sc_lo as u64 | (sc_hi as u64) << 32,
-            m_lo as u64 | (m_hi as u64) << 32,
-        )
-    }
-
     /// Q4_K: per 32-weight sub-block `s` (activation block `j`), `d·dx_j·sc_s·Σ q·x̂q`,
     /// summed per 256-weight block before the one multiplication by `d`; minus
     /// `dmin·Σ_s m_s·dx_j·Σx̂q`, one 8-lane product with the token's `dsums`.
@@ -227,7 +214,7 @@ mod avx2 {
                 let blk = &rows[i][144 * b..144 * b + 144];
                 d[i] = f16_at(blk);
                 let dmin = f16_at(&blk[2..]);
-                let (scales, mins) = unpack_scale_min_k4(&blk[4..16]);
+                let (scales, mins) = super::super::unpack_scale_min_k4(&blk[4..16]);
                 let s16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(scales as i64));
                 sc[i] = _mm256_broadcastsi128_si256(s16);
                 let m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(mins as i64)));
@@ -442,7 +429,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg(target_arch = "x86_64")]
     fn the_word_unpacking_of_q4_k_scales_is_scale_min_k4() {
         use crate::quant::k_blocks::scale_min_k4;
         let mut seed = 7u32;
@@ -453,7 +439,7 @@ mod tests {
                     (seed >> 24) as u8
                 })
                 .collect();
-            let (sc, m) = avx2::unpack_scale_min_k4(&b);
+            let (sc, m) = super::super::unpack_scale_min_k4(&b);
             for s in 0..8 {
                 let (c, mn) = scale_min_k4(s, &b);
                 assert_eq!(((sc >> (8 * s)) & 0xff) as u8, c);
@@ -553,6 +539,66 @@ mod timing {
                 gb / per_row,
                 gb / tile41,
                 gb / tile42
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod big_timing {
+    use super::super::with_quant_activations;
+    use crate::kernels::Matrix;
+    use crate::quant::{GgmlType, quantize};
+
+    /// This process's CPU time (all threads), so other processes on the machine do not count.
+    fn process_cpu_seconds() -> f64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant of libc.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        assert_eq!(rc, 0, "clock_gettime");
+        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    }
+
+    /// One token through an LM-head-sized matrix (151,936 × 2048, far beyond the caches),
+    /// the decode shape that dominates the 4-layer bench model (`cargo test --release --lib
+    /// big_timing -- --ignored --nocapture`; `RAYON_NUM_THREADS` sets the threads).
+    #[test]
+    #[ignore]
+    fn big_timing() {
+        let (rows, cols) = (151_936, 2048);
+        let w: Vec<f32> = (0..64 * cols)
+            .map(|i| ((i * 7919 % 211) as f32 - 105.0) / 300.0)
+            .collect();
+        let x: Vec<f32> = (0..cols)
+            .map(|i| ((i * 53 % 97) as f32 - 48.0) / 32.0)
+            .collect();
+        for ty in [GgmlType::Q6_K, GgmlType::Q4_K, GgmlType::Q8_0] {
+            let mut block = Vec::new();
+            quantize(ty, &w, &mut block);
+            let bytes: Vec<u8> = block
+                .iter()
+                .copied()
+                .cycle()
+                .take(block.len() / 64 * rows)
+                .collect();
+            let m = Matrix::quant(ty, &bytes, rows, cols);
+            let mut out = vec![0.0f32; rows];
+            with_quant_activations(true, || m.matmul(&x, &mut out));
+            let reps = 10;
+            let t0 = process_cpu_seconds();
+            for _ in 0..reps {
+                with_quant_activations(true, || m.matmul(&x, &mut out));
+            }
+            let s = (process_cpu_seconds() - t0) / reps as f64;
+            eprintln!(
+                "{}: {:.1} ms CPU per token, {:.2} GB/s per CPU second ({} MB)",
+                ty.name(),
+                s * 1e3,
+                bytes.len() as f64 / s / 1e9,
+                bytes.len() / 1_000_000
             );
         }
     }
