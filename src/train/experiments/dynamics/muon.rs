@@ -126,19 +126,21 @@ pub fn run(opts: &ExperimentOptions) -> Result<String> {
         let params = Params::init(&setup.config, seed)?;
         train_run(&setup, &name, params, o, b.log_every, &keep).map(|(r, _)| r)
     };
+    // The short form sweeps two rates and runs one seed: it only exercises the path.
+    let lrs: &[f64] = if opts.short { &LRS[..2] } else { &LRS };
     let mut sweep = Vec::new();
-    for lr in LRS {
+    for &lr in lrs {
         sweep.push(one(&sweep_budget, 0, false, lr, lr)?);
     }
     let best_adamw_lr = best_lr(&sweep, |r| r.options.adamw_lr);
     let mut muon_sweep = Vec::new();
-    for lr in LRS {
+    for &lr in lrs {
         muon_sweep.push(one(&sweep_budget, 0, true, best_adamw_lr, lr)?);
     }
     let best_muon_lr = best_lr(&muon_sweep, |r| r.options.muon_lr);
     sweep.extend(muon_sweep);
     let mut runs = Vec::new();
-    let seeds: &[u64] = if opts.short { &SEEDS[..2] } else { &SEEDS };
+    let seeds: &[u64] = if opts.short { &SEEDS[..1] } else { &SEEDS };
     for &seed in seeds {
         runs.push(one(&budget, seed, false, best_adamw_lr, best_adamw_lr)?);
         runs.push(one(&budget, seed, true, best_adamw_lr, best_muon_lr)?);
