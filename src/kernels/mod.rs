@@ -20,6 +20,8 @@
 //! Every fast kernel is pinned equal to its reference by a test in the file that calls it.
 
 pub mod attention;
+pub mod exp;
+pub mod gemm;
 pub mod matmul;
 pub mod quant;
 #[cfg(target_arch = "x86_64")]
