@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 pub const ID: &str = "train.collapse";
 /// Steps of each recorded run.
-pub const STEPS: u64 = 300;
+pub const STEPS: u64 = 200;
 /// The aux loss's weight (the model config's `router_aux_loss_coef`).
 pub const AUX_COEF: f32 = 0.01;
 /// The bias speed u (DeepSeek-V3's γ = 0.001).

@@ -23,7 +23,7 @@ use crate::train::params::Params;
 use serde::{Deserialize, Serialize};
 
 pub const ID: &str = "train.glitch_decay";
-pub const STEPS: u64 = 300;
+pub const STEPS: u64 = 200;
 pub const TINY_RATIO: f64 = 0.5;
 /// Rows the norm screen keeps.
 pub const SCREEN_K: usize = 1000;

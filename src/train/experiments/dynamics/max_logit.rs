@@ -18,7 +18,7 @@ use crate::train::params::Params;
 use serde::{Deserialize, Serialize};
 
 pub const ID: &str = "train.max_logit";
-pub const STEPS: u64 = 300;
+pub const STEPS: u64 = 200;
 /// The high learning rate (4× chapter 12's recorded run), for both optimiser groups.
 pub const LR: f64 = 2e-2;
 /// QK-clip's threshold τ.

@@ -22,8 +22,8 @@ pub const ID: &str = "train.muon_efficiency";
 /// The learning-rate grid of the sweep (peak rates; Muon's is in AdamW units through
 /// Moonlight's `MatchRmsAdamw` adjustment).
 pub const LRS: [f64; 3] = [2e-3, 5e-3, 1.25e-2];
-pub const SWEEP_STEPS: u64 = 100;
-pub const STEPS: u64 = 300;
+pub const SWEEP_STEPS: u64 = 60;
+pub const STEPS: u64 = 160;
 pub const SEEDS: [u64; 3] = [0, 1, 2];
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
