@@ -81,7 +81,11 @@ fn muon_short_run() {
     dynamics::run(muon::ID, &opts).unwrap();
     let r: muon::MuonResults = read_results(&opts.out).unwrap().unwrap();
     check_header(&r.header, muon::ID);
-    assert_eq!(r.sweep.len(), 4, "the short form sweeps two rates per optimiser");
+    assert_eq!(
+        r.sweep.len(),
+        4,
+        "the short form sweeps two rates per optimiser"
+    );
     assert!(muon::LRS.contains(&r.best_adamw_lr) && muon::LRS.contains(&r.best_muon_lr));
     assert_eq!(
         r.runs.len(),

@@ -120,7 +120,11 @@ pub(super) fn train_muon(root: &Area) -> DrawResult {
             .iter()
             .filter(|x| x.options.muon == m)
             .filter_map(|x| {
-                let lr = if m { x.options.muon_lr } else { x.options.adamw_lr };
+                let lr = if m {
+                    x.options.muon_lr
+                } else {
+                    x.options.adamw_lr
+                };
                 x.final_heldout().map(|h| (lr, f64::from(h)))
             })
             .filter(|p| p.1.is_finite())
@@ -149,10 +153,16 @@ pub(super) fn train_muon(root: &Area) -> DrawResult {
         .y_desc("held-out loss (nats)")
         .x_label_formatter(&|x| format!("{x:.0e}"))
         .draw()?;
-    for (m, color, name) in [(false, COLORS[0], "AdamW alone"), (true, COLORS[3], "Muon + AdamW")] {
+    for (m, color, name) in [
+        (false, COLORS[0], "AdamW alone"),
+        (true, COLORS[3], "Muon + AdamW"),
+    ] {
         let points = sweep_last(m);
         chart
-            .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))?
+            .draw_series(LineSeries::new(
+                points.iter().copied(),
+                color.stroke_width(2),
+            ))?
             .label(name)
             .legend(line_key(color.stroke_width(2)));
         chart.draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
@@ -184,8 +194,7 @@ pub(super) fn train_muon(root: &Area) -> DrawResult {
     for run in &r.runs {
         let m = usize::from(run.options.muon);
         let color = [COLORS[0], COLORS[3]][m];
-        let series =
-            chart.draw_series(LineSeries::new(heldout(run), color.stroke_width(2)))?;
+        let series = chart.draw_series(LineSeries::new(heldout(run), color.stroke_width(2)))?;
         if !labelled[m] {
             series
                 .label(["AdamW alone", "Muon + AdamW"][m])
@@ -276,9 +285,12 @@ pub(super) fn train_glitch(root: &Area) -> DrawResult {
             .map(|&x| (0.0, f64::from(x)))
             .into_iter()
             .collect();
-        v.extend(g.run.log.iter().filter_map(|s| {
-            s.probe.get(k).map(|&x| (s.step as f64, f64::from(x)))
-        }));
+        v.extend(
+            g.run
+                .log
+                .iter()
+                .filter_map(|s| s.probe.get(k).map(|&x| (s.step as f64, f64::from(x)))),
+        );
         v
     };
     let top = r
@@ -300,7 +312,11 @@ pub(super) fn train_glitch(root: &Area) -> DrawResult {
         .x_label_formatter(&|x| format!("{x:.0}"))
         .draw()?;
     for (i, g) in r.runs.iter().enumerate() {
-        let tied = if g.run.tie_word_embeddings { "tied" } else { "untied" };
+        let tied = if g.run.tie_word_embeddings {
+            "tied"
+        } else {
+            "untied"
+        };
         for (k, what) in [(0, "absent"), (1, "present")] {
             let color = COLORS[if k == 0 { 3 } else { 0 }];
             let style = color.stroke_width(if i == 0 { 1 } else { 2 });
@@ -349,10 +365,18 @@ pub(super) fn train_glitch(root: &Area) -> DrawResult {
             .collect()
     };
     let (absent, present) = (share(&g.hist_absent), share(&g.hist_present));
-    let peak = absent.iter().chain(&present).map(|p| p.1).fold(0.0, f64::max) * 1.1;
+    let peak = absent
+        .iter()
+        .chain(&present)
+        .map(|p| p.1)
+        .fold(0.0, f64::max)
+        * 1.1;
     let mut chart = ChartBuilder::on(&right)
         .caption(
-            format!("untied run, final norms ({} absent tokens)", r.absent_tokens),
+            format!(
+                "untied run, final norms ({} absent tokens)",
+                r.absent_tokens
+            ),
             ("sans-serif", 17),
         )
         .margin(10)

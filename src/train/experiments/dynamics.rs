@@ -226,11 +226,14 @@ impl Setup {
     }
 }
 
+/// A measurement of the model (one number per quantity the experiment tracks).
+pub type Probe<'a> = &'a dyn Fn(&Params) -> Vec<f32>;
+
 /// What a run keeps beside the losses.
 pub struct Keep<'a> {
     pub expert_counts: bool,
     /// Measured on the model at every evaluation (and on the initial model).
-    pub probe: Option<&'a dyn Fn(&Params) -> Vec<f32>>,
+    pub probe: Option<Probe<'a>>,
     /// A line on stderr at each evaluation.
     pub progress: bool,
 }
