@@ -125,9 +125,15 @@ fn train_max_logit() -> Outcome {
             })
             .collect();
         let chapter7 = if v.grad_clip_grows {
-            "Gradient clipping alone let the logit grow too, as chapter 7's toy claim opt.clip_logits says."
+            "Gradient clipping alone let the logit grow too, as chapter 7's toy claim opt.clip_logits says.".to_string()
         } else {
-            "Gradient clipping alone kept the logit from doubling here, unlike chapter 7's toy claim opt.clip_logits."
+            format!(
+                "Gradient clipping alone: {:.1} → {:.1} ({:.2}× against {:.2}× unclipped), slower but still rising; without a doubling on either run this cannot settle chapter 7's toy claim opt.clip_logits.",
+                v.first[1],
+                v.last[1],
+                v.last[1] / v.first[1],
+                v.last[0] / v.first[0]
+            )
         };
         let main = match (v.grows, v.bounded) {
             (true, true) => format!(
@@ -137,10 +143,11 @@ fn train_max_logit() -> Outcome {
                 v.peak[2]
             ),
             (false, _) => format!(
-                "The max logit did not double at lr {:e} without clipping ({:.1} → {:.1}): the model's q/k RMSNorm bounds it by √head_dim × the gains, which barely grew.",
+                "The max logit did not double at lr {:e} without clipping ({:.1} → {:.1}), and it never reached τ = {}, so QK-clip never acted. With Qwen3's q/k RMSNorm a logit is at most √head_dim × max|γ_q| × max|γ_k| (4 at the initial gains), so it can only grow as fast as the norm gains do.",
                 max_logit::LR,
                 v.first[0],
-                v.last[0]
+                v.last[0],
+                max_logit::TAU
             ),
             (true, false) => format!(
                 "The logit grew ({:.1}×), but QK-clip was not shown to bound it: unclipped peak {:.1}, QK-clip peak {:.1}, τ = {}.",
@@ -200,7 +207,7 @@ fn train_glitch_decay() -> Outcome {
             )
         } else {
             format!(
-                "Not tiny after this run: on the untied model absent tokens end at {:.2}× the present tokens' median norm (tiny means ≤ {}× and shrunk), tied {:.2}×.{mechanism}",
+                "Not tiny after this run: on the untied model absent tokens end at {:.2}× the present tokens' median norm (tiny means ≤ {}× and shrunk), tied {:.2}× (the tied head's softmax pushes every absent row and Adam normalises the push, so those rows grow like the rest).{mechanism}",
                 v.ratio,
                 glitch::TINY_RATIO,
                 v.tied_ratio
