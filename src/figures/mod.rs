@@ -114,6 +114,26 @@ pub const FIGURES: &[Figure] = &[
         size: (1200, 440),
         draw: train::train_curves,
     },
+    Figure {
+        name: "train_collapse",
+        size: (1260, 420),
+        draw: train_dynamics::train_collapse,
+    },
+    Figure {
+        name: "train_muon",
+        size: (1200, 440),
+        draw: train_dynamics::train_muon,
+    },
+    Figure {
+        name: "train_max_logit",
+        size: (900, 440),
+        draw: train_dynamics::train_max_logit,
+    },
+    Figure {
+        name: "train_glitch",
+        size: (1200, 440),
+        draw: train_dynamics::train_glitch,
+    },
 ];
 
 fn register_fonts() {

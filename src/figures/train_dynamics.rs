@@ -1,2 +1,407 @@
 //! Chapter 13 figures (dynamics): one per experiment, drawn from the results recorded in
-//! `data/train/experiments/<id>/`.
+//! `data/train/experiments/<id>/` (a note in the frame until they are recorded).
+
+use super::{Area, DrawResult, draw_legend, line_key};
+use crate::train::experiments::dynamics::{
+    RunRecord, collapse, glitch, max_logit, muon, read_results,
+};
+use crate::train::experiments::recorded_dir;
+use plotters::prelude::*;
+
+const COLORS: [RGBColor; 4] = [
+    RGBColor(30, 100, 200),
+    RGBColor(230, 120, 0),
+    RGBColor(40, 150, 60),
+    RGBColor(200, 30, 60),
+];
+const GREY: RGBColor = RGBColor(120, 120, 120);
+
+/// The recorded results of `id`, or `None` after drawing a note saying how to record them.
+fn recorded_or_note<T: for<'de> serde::Deserialize<'de>>(
+    root: &Area,
+    id: &str,
+) -> std::result::Result<Option<T>, Box<dyn std::error::Error>> {
+    root.fill(&WHITE)?;
+    match read_results::<T>(&recorded_dir(id))? {
+        Some(r) => Ok(Some(r)),
+        None => {
+            let h = root.dim_in_pixel().1;
+            root.draw(&Text::new(
+                format!("{id}: not recorded yet — anatomy experiments {id} --record"),
+                (20, h as i32 / 2),
+                ("sans-serif", 18).into_font(),
+            ))?;
+            Ok(None)
+        }
+    }
+}
+
+fn steps_of(runs: &[RunRecord]) -> f64 {
+    runs.iter().map(|r| r.steps_done).max().unwrap_or(1).max(1) as f64
+}
+
+/// Per run (one panel each), every MoE layer's busiest-expert share ÷ the mean share over
+/// each 10-step window, with the rule's lines at 3× (collapse) and 2× (even).
+pub(super) fn train_collapse(root: &Area) -> DrawResult {
+    let Some(r) = recorded_or_note::<collapse::CollapseResults>(root, collapse::ID)? else {
+        return Ok(());
+    };
+    let steps = steps_of(&r.runs);
+    let panels = root.split_evenly((1, r.runs.len().max(1)));
+    for (run, panel) in r.runs.iter().zip(&panels) {
+        let mut chart = ChartBuilder::on(panel)
+            .caption(&run.name, ("sans-serif", 17))
+            .margin(10)
+            .x_label_area_size(36)
+            .y_label_area_size(44)
+            .build_cartesian_2d(0f64..steps, 0.8f64..4.1)?;
+        chart
+            .configure_mesh()
+            .x_desc("step")
+            .y_desc("busiest expert ÷ mean load")
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .draw()?;
+        let layers = run.log.first().map_or(0, |s| s.expert_counts.len());
+        for layer in 0..layers {
+            let color = COLORS[layer % COLORS.len()];
+            let points = run.log.iter().filter_map(|s| {
+                let loads = collapse::layer_loads(&s.expert_counts);
+                loads.get(layer).map(|l| (s.step as f64, l.max_ratio))
+            });
+            chart
+                .draw_series(LineSeries::new(points, color.stroke_width(2)))?
+                .label(format!("layer {layer}"))
+                .legend(line_key(color.stroke_width(2)));
+        }
+        for (y, what) in [
+            (collapse::COLLAPSE_RATIO, "collapse (3×)"),
+            (collapse::EVEN_RATIO, "even (≤ 2×)"),
+        ] {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    [(0.0, y), (steps, y)],
+                    6,
+                    4,
+                    GREY.stroke_width(1),
+                ))?
+                .label(what)
+                .legend(line_key(GREY.stroke_width(1)));
+        }
+        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+    }
+    Ok(())
+}
+
+/// Left: the sweep's final held-out loss against the learning rate, per optimiser.
+/// Right: held-out loss over training of the full runs, every seed.
+pub(super) fn train_muon(root: &Area) -> DrawResult {
+    let Some(r) = recorded_or_note::<muon::MuonResults>(root, muon::ID)? else {
+        return Ok(());
+    };
+    let (left, right) = root.split_horizontally(root.dim_in_pixel().0 * 2 / 5);
+    let heldout = |run: &RunRecord| -> Vec<(f64, f64)> {
+        run.log
+            .iter()
+            .filter_map(|s| s.heldout_loss.map(|h| (s.step as f64, f64::from(h))))
+            .filter(|p| p.1.is_finite())
+            .collect()
+    };
+    let all: Vec<f64> = r
+        .sweep
+        .iter()
+        .chain(&r.runs)
+        .flat_map(|x| heldout(x).into_iter().map(|p| p.1))
+        .collect();
+    let lo = all.iter().copied().fold(f64::INFINITY, f64::min) - 0.1;
+    let hi = all.iter().copied().fold(f64::NEG_INFINITY, f64::max) + 0.1;
+    let (lr_lo, lr_hi) = (muon::LRS[0] / 1.5, muon::LRS[muon::LRS.len() - 1] * 1.5);
+    let sweep_last = |m: bool| -> Vec<(f64, f64)> {
+        r.sweep
+            .iter()
+            .filter(|x| x.options.muon == m)
+            .filter_map(|x| {
+                let lr = if m {
+                    x.options.muon_lr
+                } else {
+                    x.options.adamw_lr
+                };
+                x.final_heldout().map(|h| (lr, f64::from(h)))
+            })
+            .filter(|p| p.1.is_finite())
+            .collect()
+    };
+    let sweep_lo = [false, true]
+        .iter()
+        .flat_map(|&m| sweep_last(m).into_iter().map(|p| p.1))
+        .fold(f64::INFINITY, f64::min);
+    let sweep_hi = [false, true]
+        .iter()
+        .flat_map(|&m| sweep_last(m).into_iter().map(|p| p.1))
+        .fold(f64::NEG_INFINITY, f64::max);
+    let mut chart = ChartBuilder::on(&left)
+        .caption(
+            format!("sweep: held-out loss after {} steps", r.sweep_budget.steps),
+            ("sans-serif", 17),
+        )
+        .margin(10)
+        .x_label_area_size(36)
+        .y_label_area_size(50)
+        .build_cartesian_2d((lr_lo..lr_hi).log_scale(), sweep_lo - 0.05..sweep_hi + 0.05)?;
+    chart
+        .configure_mesh()
+        .x_desc("peak learning rate (log scale)")
+        .y_desc("held-out loss (nats)")
+        .x_label_formatter(&|x| format!("{x:.0e}"))
+        .draw()?;
+    for (m, color, name) in [
+        (false, COLORS[0], "AdamW alone"),
+        (true, COLORS[3], "Muon + AdamW"),
+    ] {
+        let points = sweep_last(m);
+        chart
+            .draw_series(LineSeries::new(
+                points.iter().copied(),
+                color.stroke_width(2),
+            ))?
+            .label(name)
+            .legend(line_key(color.stroke_width(2)));
+        chart.draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+    }
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+
+    let steps = steps_of(&r.runs);
+    let mut chart = ChartBuilder::on(&right)
+        .caption(
+            format!(
+                "held-out loss, {} seeds each (AdamW lr {:e}, Muon lr {:e})",
+                r.runs.len() / 2,
+                r.best_adamw_lr,
+                r.best_muon_lr
+            ),
+            ("sans-serif", 17),
+        )
+        .margin(10)
+        .x_label_area_size(36)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0f64..steps, lo..hi)?;
+    chart
+        .configure_mesh()
+        .x_desc("step (equal tokens per step)")
+        .y_desc("held-out loss (nats)")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .draw()?;
+    let mut labelled = [false, false];
+    for run in &r.runs {
+        let m = usize::from(run.options.muon);
+        let color = [COLORS[0], COLORS[3]][m];
+        let series = chart.draw_series(LineSeries::new(heldout(run), color.stroke_width(2)))?;
+        if !labelled[m] {
+            series
+                .label(["AdamW alone", "Muon + AdamW"][m])
+                .legend(line_key(color.stroke_width(2)));
+            labelled[m] = true;
+        }
+    }
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+    Ok(())
+}
+
+/// The largest attention logit of each 10-step window for the three runs, with τ.
+pub(super) fn train_max_logit(root: &Area) -> DrawResult {
+    let Some(r) = recorded_or_note::<max_logit::MaxLogitResults>(root, max_logit::ID)? else {
+        return Ok(());
+    };
+    let steps = steps_of(&r.runs);
+    let top = r
+        .runs
+        .iter()
+        .flat_map(|x| x.log.iter().map(|s| f64::from(s.max_logit)))
+        .filter(|x| x.is_finite())
+        .fold(f64::from(max_logit::TAU), f64::max)
+        * 1.1;
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            format!(
+                "largest attention logit per 10 steps, peak lr {:e}",
+                max_logit::LR
+            ),
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0f64..steps, 0f64..top)?;
+    chart
+        .configure_mesh()
+        .x_desc("step")
+        .y_desc("max logit q·k/√d")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .draw()?;
+    for (i, run) in r.runs.iter().enumerate() {
+        let color = COLORS[[3, 1, 0][i % 3]];
+        let points = run
+            .log
+            .iter()
+            .map(|s| (s.step as f64, f64::from(s.max_logit)))
+            .filter(|p| p.1.is_finite());
+        let label = match &run.diverged {
+            Some(_) => format!("{} (diverged at step {})", run.name, run.steps_done + 1),
+            None => run.name.clone(),
+        };
+        chart
+            .draw_series(LineSeries::new(points, color.stroke_width(2)))?
+            .label(label)
+            .legend(line_key(color.stroke_width(2)));
+    }
+    let tau = f64::from(max_logit::TAU);
+    chart
+        .draw_series(DashedLineSeries::new(
+            [(0.0, tau), (steps, tau)],
+            6,
+            4,
+            GREY.stroke_width(1),
+        ))?
+        .label(format!("τ = {tau}"))
+        .legend(line_key(GREY.stroke_width(1)));
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+    Ok(())
+}
+
+/// Left: median input-embedding norm of absent and present tokens over training, tied and
+/// untied, with what weight decay alone does to an absent row. Right: the final norms'
+/// histograms (log scale) for the untied run, absent vs present.
+pub(super) fn train_glitch(root: &Area) -> DrawResult {
+    let Some(r) = recorded_or_note::<glitch::GlitchResults>(root, glitch::ID)? else {
+        return Ok(());
+    };
+    let (left, right) = root.split_horizontally(root.dim_in_pixel().0 / 2);
+    let runs: Vec<&RunRecord> = r.runs.iter().map(|g| &g.run).collect();
+    let steps = runs.iter().map(|x| x.steps_done).max().unwrap_or(1).max(1) as f64;
+    let curve = |g: &glitch::GlitchRun, k: usize| -> Vec<(f64, f64)> {
+        let mut v: Vec<(f64, f64)> = g
+            .run
+            .initial_probe
+            .get(k)
+            .map(|&x| (0.0, f64::from(x)))
+            .into_iter()
+            .collect();
+        v.extend(
+            g.run
+                .log
+                .iter()
+                .filter_map(|s| s.probe.get(k).map(|&x| (s.step as f64, f64::from(x)))),
+        );
+        v
+    };
+    let top = r
+        .runs
+        .iter()
+        .flat_map(|g| (0..2).flat_map(move |k| curve(g, k).into_iter().map(|p| p.1)))
+        .fold(0.0, f64::max)
+        * 1.15;
+    let mut chart = ChartBuilder::on(&left)
+        .caption("median input-embedding row norm", ("sans-serif", 17))
+        .margin(10)
+        .x_label_area_size(36)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0f64..steps, 0f64..top.max(0.01))?;
+    chart
+        .configure_mesh()
+        .x_desc("step")
+        .y_desc("L2 norm")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .draw()?;
+    for (i, g) in r.runs.iter().enumerate() {
+        let tied = if g.run.tie_word_embeddings {
+            "tied"
+        } else {
+            "untied"
+        };
+        for (k, what) in [(0, "absent"), (1, "present")] {
+            let color = COLORS[if k == 0 { 3 } else { 0 }];
+            let style = color.stroke_width(if i == 0 { 1 } else { 2 });
+            if g.run.tie_word_embeddings {
+                chart
+                    .draw_series(DashedLineSeries::new(curve(g, k), 5, 3, style))?
+                    .label(format!("{what}, {tied}"))
+                    .legend(line_key(style));
+            } else {
+                chart
+                    .draw_series(LineSeries::new(curve(g, k), style))?
+                    .label(format!("{what}, {tied}"))
+                    .legend(line_key(style));
+            }
+        }
+    }
+    if let Some(g) = r.runs.iter().find(|g| !g.run.tie_word_embeddings) {
+        // p ← p·(1 − lr_t·λ) from the untied run's initial absent median.
+        let o = &g.run.options;
+        let schedule = o.schedule()?;
+        let mut norm = f64::from(g.absent_initial_median);
+        let mut points = vec![(0.0, norm)];
+        for t in 0..g.run.steps_done {
+            norm *= 1.0 - o.adamw_lr * schedule.factor(t) * o.weight_decay;
+            points.push(((t + 1) as f64, norm));
+        }
+        chart
+            .draw_series(DashedLineSeries::new(points, 2, 3, BLACK.stroke_width(1)))?
+            .label("weight decay alone")
+            .legend(line_key(BLACK.stroke_width(1)));
+    }
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+
+    let Some(g) = r.runs.iter().find(|g| !g.run.tie_word_embeddings) else {
+        return Ok(());
+    };
+    let width = f64::from(glitch::HIST_HI - glitch::HIST_LO) / glitch::HIST_BINS as f64;
+    let share = |h: &[usize]| -> Vec<(f64, f64)> {
+        let total = h.iter().sum::<usize>().max(1) as f64;
+        h.iter()
+            .enumerate()
+            .map(|(i, &c)| {
+                let x = f64::from(glitch::HIST_LO) + (i as f64 + 0.5) * width;
+                (10f64.powf(x), c as f64 / total)
+            })
+            .collect()
+    };
+    let (absent, present) = (share(&g.hist_absent), share(&g.hist_present));
+    let peak = absent
+        .iter()
+        .chain(&present)
+        .map(|p| p.1)
+        .fold(0.0, f64::max)
+        * 1.1;
+    let mut chart = ChartBuilder::on(&right)
+        .caption(
+            format!(
+                "untied run, final norms ({} absent tokens)",
+                r.absent_tokens
+            ),
+            ("sans-serif", 17),
+        )
+        .margin(10)
+        .x_label_area_size(36)
+        .y_label_area_size(50)
+        .build_cartesian_2d(
+            (10f64.powf(f64::from(glitch::HIST_LO))..10f64.powf(f64::from(glitch::HIST_HI)))
+                .log_scale(),
+            0f64..peak.max(0.01),
+        )?;
+    chart
+        .configure_mesh()
+        .x_desc("row L2 norm (log scale)")
+        .y_desc("share of the class")
+        .x_label_formatter(&|x| format!("{x:.2}"))
+        .draw()?;
+    for (points, color, name) in [
+        (absent, COLORS[3], "absent from the corpus"),
+        (present, COLORS[0], "present"),
+    ] {
+        chart
+            .draw_series(LineSeries::new(points, color.stroke_width(2)))?
+            .label(name)
+            .legend(line_key(color.stroke_width(2)));
+    }
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+    Ok(())
+}
