@@ -57,12 +57,12 @@ impl Sizes {
         } else {
             Sizes {
                 train_len: 64,
-                base_steps: 300,
-                base_batch: 8,
-                long_steps: 60,
-                long_batch: 2,
-                router_steps: 60,
-                router_eval_every: 10,
+                base_steps: 400,
+                base_batch: 4,
+                long_steps: 50,
+                long_batch: 1,
+                router_steps: 40,
+                router_eval_every: 5,
                 long_windows: 12,
                 short_windows: 64,
                 eval_batches: 4,
