@@ -172,3 +172,25 @@ fn recorded_statuses_follow_the_rules() {
         assert_eq!(claim.value, Some(v.value), "{id}");
     }
 }
+
+/// `book/src/generated/train-context.md` (chapter 13.2's verdicts) is the registry's table
+/// of this group's claims; `BLESS=1 cargo test --test experiments_context book_table`
+/// rewrites it.
+#[test]
+fn book_table_is_current() {
+    let ids = context::IDS;
+    let rows: Vec<claims::Claim> = ids.iter().filter_map(|id| claims::find(id)).collect();
+    assert_eq!(rows.len(), ids.len());
+    let text = claims::markdown_table(&rows);
+    let path = root().join("book/src/generated/train-context.md");
+    if std::env::var_os("BLESS").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(
+        on_disk,
+        text,
+        "{} is stale: run BLESS=1 cargo test --test experiments_context book_table",
+        path.display()
+    );
+}

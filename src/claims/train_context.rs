@@ -57,16 +57,13 @@ fn outcome<T: serde::de::DeserializeOwned>(
         status: Status::NeedsData,
         note: format!("{why}; record it with `anatomy experiments {id} --record`"),
     };
-    let dir = recorded_dir(id);
-    let results: T = match context::read_results(&dir) {
+    let file = format!("data/train/experiments/{id}/results.json");
+    let results: T = match context::read_results(&recorded_dir(id)) {
         Ok(r) => r,
-        Err(e) => return needs(format!("no recorded results ({e})")),
+        Err(_) => return needs(format!("{file} is missing or unreadable")),
     };
     if short(&results) {
-        return needs(format!(
-            "{}/results.json is from a --short run",
-            dir.display()
-        ));
+        return needs(format!("{file} is from a --short run"));
     }
     match rule(&results) {
         Some(v) => Outcome {
@@ -79,7 +76,7 @@ fn outcome<T: serde::de::DeserializeOwned>(
             },
             note: format!("{} (from {id}/results.json)", v.note),
         },
-        None => needs(format!("{}/results.json lacks a run the rule needs", dir.display())),
+        None => needs(format!("{file} lacks a run the rule needs")),
     }
 }
 

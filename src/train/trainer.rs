@@ -29,7 +29,7 @@ mod checkpoint;
 mod run;
 pub use checkpoint::{load_checkpoint, read_log, save_checkpoint};
 use checkpoint::{open_log, write_log_line};
-pub use run::{TrainJob, TrainSummary, run, text_summary, unigram_loss};
+pub use run::{TrainJob, TrainSummary, run, run_with, text_summary, unigram_loss};
 
 /// Everything that decides a run (saved in `trainer_state.json`, so a resumed run goes on
 /// with the same choices).
