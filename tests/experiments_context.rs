@@ -32,7 +32,11 @@ fn finish(out: PathBuf) {
 #[test]
 fn extrapolation_experiments_run_short() {
     let opts = short_options("extrapolation");
-    for id in ["train.direct_extrapolation", "train.ntk_yarn", "train.pi_short"] {
+    for id in [
+        "train.direct_extrapolation",
+        "train.ntk_yarn",
+        "train.pi_short",
+    ] {
         let o = ExperimentOptions {
             out: opts.out.join(id),
             ..opts.clone()
@@ -45,7 +49,10 @@ fn extrapolation_experiments_run_short() {
         for c in &r.curves {
             // Windows of 8L: 8L − 1 predictions in bins of L/4.
             assert_eq!(c.window_len, r.sizes.max_len());
-            assert_eq!(c.counts.iter().sum::<usize>(), c.windows * (c.window_len - 1));
+            assert_eq!(
+                c.counts.iter().sum::<usize>(),
+                c.windows * (c.window_len - 1)
+            );
             assert!(c.ce.iter().all(|x| x.is_finite() && *x > 0.0));
         }
         let v = match id {
@@ -126,16 +133,30 @@ fn router_freeze_leaves_the_router_unchanged() {
     };
     let mut state = TrainState::new(params, options).unwrap();
     assert!(state.freeze_router() > 0);
-    let router = |s: &TrainState| s.params.get("model.layers.0.mlp.gate.weight").unwrap().data.clone();
+    let router = |s: &TrainState| {
+        s.params
+            .get("model.layers.0.mlp.gate.weight")
+            .unwrap()
+            .data
+            .clone()
+    };
     let before = router(&state);
-    let embed = state.params.get("model.embed_tokens.weight").unwrap().data.clone();
+    let embed = state
+        .params
+        .get("model.embed_tokens.weight")
+        .unwrap()
+        .data
+        .clone();
     let tokens: Vec<u32> = (0..64).map(|i| (i * 7 % 48) as u32).collect();
     let mut grads = state.params.zeros_like();
     let batch = vec![tokens[..8].to_vec(), tokens[8..16].to_vec()];
     state.train_step(&batch, &mut grads).unwrap();
     state.train_step(&batch, &mut grads).unwrap();
     assert_eq!(router(&state), before);
-    assert_ne!(state.params.get("model.embed_tokens.weight").unwrap().data, embed);
+    assert_ne!(
+        state.params.get("model.embed_tokens.weight").unwrap().data,
+        embed
+    );
 }
 
 /// The recorded results give each claim its status by the rule, and the registry agrees.
@@ -145,8 +166,12 @@ fn recorded_statuses_follow_the_rules() {
         ("train.direct_extrapolation", |d| {
             verdict::direct_extrapolation(&context::read_results(d).ok()?)
         }),
-        ("train.pi_short", |d| verdict::pi_short(&context::read_results(d).ok()?)),
-        ("train.ntk_yarn", |d| verdict::ntk_yarn(&context::read_results(d).ok()?)),
+        ("train.pi_short", |d| {
+            verdict::pi_short(&context::read_results(d).ok()?)
+        }),
+        ("train.ntk_yarn", |d| {
+            verdict::ntk_yarn(&context::read_results(d).ok()?)
+        }),
         ("train.finetune_router", |d| {
             verdict::finetune_router(&context::read_results(d).ok()?)
         }),

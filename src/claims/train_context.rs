@@ -4,7 +4,9 @@
 //! (written before the runs). Without recorded results the status is needs-data.
 
 use super::{Entry, Outcome, Status};
-use crate::train::experiments::context::{self, ExtrapolationResults, RouterResults, ThetaResults, verdict};
+use crate::train::experiments::context::{
+    self, ExtrapolationResults, RouterResults, ThetaResults, verdict,
+};
 use crate::train::experiments::recorded_dir;
 
 pub const ENTRIES: &[Entry] = &[

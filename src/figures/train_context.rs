@@ -19,7 +19,10 @@ const COLORS: [RGBColor; 7] = [
 ];
 
 /// The recorded results of `id`, or the figure says how to record them.
-fn recorded<T: serde::de::DeserializeOwned>(root: &Area, id: &str) -> Result<Option<T>, Box<dyn std::error::Error>> {
+fn recorded<T: serde::de::DeserializeOwned>(
+    root: &Area,
+    id: &str,
+) -> Result<Option<T>, Box<dyn std::error::Error>> {
     root.fill(&WHITE)?;
     match context::read_results(&recorded_dir(id)) {
         Ok(r) => Ok(Some(r)),
@@ -77,12 +80,11 @@ fn position_chart(
     }
     for (i, (label, c, dashed)) in curves.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        let points: Vec<(f64, f64)> = c
-            .ce
-            .iter()
-            .enumerate()
-            .map(|(b, &v)| (((b as f64) + 0.5) * c.bin_width as f64, v))
-            .collect();
+        let points: Vec<(f64, f64)> =
+            c.ce.iter()
+                .enumerate()
+                .map(|(b, &v)| (((b as f64) + 0.5) * c.bin_width as f64, v))
+                .collect();
         let style = color.stroke_width(2);
         if *dashed {
             chart
@@ -152,9 +154,11 @@ pub(super) fn train_pi_short(root: &Area) -> DrawResult {
         return Ok(());
     };
     let e = &r.short_text;
-    let (lo, hi) = e.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
-        (a.min(x.ce), b.max(x.ce))
-    });
+    let (lo, hi) = e
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+            (a.min(x.ce), b.max(x.ce))
+        });
     let pad = ((hi - lo) * 0.25).max(0.02);
     let mut chart = ChartBuilder::on(root)
         .caption(

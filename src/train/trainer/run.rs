@@ -68,7 +68,8 @@ pub fn run_with(job: &TrainJob, init: Option<&Path>, freeze_router: bool) -> Res
                 Params::init(&config, job.options.seed)?
             }
         };
-        job.options.validate(params.config.max_position_embeddings)?;
+        job.options
+            .validate(params.config.max_position_embeddings)?;
         TrainState::new(params, job.options.clone())?
     };
     if freeze_router {

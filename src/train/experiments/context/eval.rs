@@ -12,6 +12,11 @@ use crate::train::params::Params;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+/// The base model's RoPE base: the classic 10,000 rather than the default config's 10⁶,
+/// so that at a trained length of 64 several planes turn through less than a full circle
+/// and are out of distribution at `8L` (with 10⁶ only two would be).
+pub const BASE_THETA: f64 = 10_000.0;
+
 /// A RoPE setting of the config, as the experiments use them (`factor` is the length
 /// ratio `s` the setting is made for; `L` is the trained length).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -48,9 +53,9 @@ impl Scaling {
     }
 
     /// The config's `RopeConfig` for head dimension `head_dim`, base
-    /// [`super::shared::BASE_THETA`] and trained length `train_len`.
+    /// [`BASE_THETA`] and trained length `train_len`.
     pub fn rope_config(&self, head_dim: usize, train_len: usize) -> Result<RopeConfig> {
-        let base = super::shared::BASE_THETA;
+        let base = BASE_THETA;
         let what = "experiment RoPE setting";
         let max = Some(8 * train_len);
         let (theta, params, max_pos) = match self {

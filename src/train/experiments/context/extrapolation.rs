@@ -68,10 +68,7 @@ pub fn pi_finetune(s: &Sizes, d: &Domains, b: &Trained) -> Result<Trained> {
     long_finetune(s, d, b, "long-pi", rope)
 }
 
-pub fn yarn_finetune(s: &Sizes,
-    d: &Domains,
-    b: &Trained,
-) -> Result<Trained> {
+pub fn yarn_finetune(s: &Sizes, d: &Domains, b: &Trained) -> Result<Trained> {
     let rope = Scaling::Yarn {
         factor: FINETUNE_FACTOR,
     };
@@ -79,10 +76,7 @@ pub fn yarn_finetune(s: &Sizes,
 }
 
 /// The fine-tune at `4L` with the trained frequencies (the control of `train.pi_short`).
-pub fn original_finetune(s: &Sizes,
-    d: &Domains,
-    b: &Trained,
-) -> Result<Trained> {
+pub fn original_finetune(s: &Sizes, d: &Domains, b: &Trained) -> Result<Trained> {
     long_finetune(s, d, b, "long-original", Scaling::None)
 }
 

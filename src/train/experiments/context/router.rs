@@ -74,14 +74,9 @@ pub fn run(opts: &ExperimentOptions) -> Result<String> {
         if frozen {
             state.freeze_router();
         }
-        let name = format!(
-            "zh-{}-lr{lr:e}",
-            if frozen { "frozen" } else { "router" }
-        );
-        let scratch = std::env::temp_dir().join(format!(
-            "llm-anatomy-router-{}-{name}",
-            std::process::id()
-        ));
+        let name = format!("zh-{}-lr{lr:e}", if frozen { "frozen" } else { "router" });
+        let scratch =
+            std::env::temp_dir().join(format!("llm-anatomy-router-{}-{name}", std::process::id()));
         let run_start = Instant::now();
         let mut evals = vec![(
             0,
@@ -91,7 +86,14 @@ pub fn run(opts: &ExperimentOptions) -> Result<String> {
         let mut logs = Vec::new();
         while state.step < o.steps {
             let until = (state.step + sizes.router_eval_every).min(o.steps);
-            let part = train(&mut state, &d.zh_train, &d.zh_heldout, &scratch, until, false)?;
+            let part = train(
+                &mut state,
+                &d.zh_train,
+                &d.zh_heldout,
+                &scratch,
+                until,
+                false,
+            )?;
             // The trainer evaluates its own held-out stream (Chinese) at the segment's end.
             let zh = match part.last().and_then(|l| l.heldout_loss) {
                 Some(v) => v,

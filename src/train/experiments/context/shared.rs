@@ -3,6 +3,7 @@
 //! function of its options and the corpus), and the machine record of `results.json`.
 
 use super::super::ExperimentOptions;
+pub use super::eval::BASE_THETA;
 use super::eval::Scaling;
 use crate::error::{Error, Result};
 use crate::qwen3::config::Qwen3Config;
@@ -78,10 +79,6 @@ impl Sizes {
     }
 }
 
-/// The base model's RoPE base: the classic 10,000 rather than the default config's 10⁶,
-/// so that at a trained length of 64 several planes turn through less than a full circle
-/// and are out of distribution at `8L` (with 10⁶ only two would be).
-pub const BASE_THETA: f64 = 10_000.0;
 /// The base run's seed (every other run continues from it with its own seed).
 pub const SEED: u64 = 17;
 
@@ -230,7 +227,13 @@ pub fn options(steps: u64, batch: usize, seq_len: usize, lr: f64, seed: u64) -> 
 
 /// The base: a fresh model trained on the English training stream at length `L`.
 pub fn base(sizes: &Sizes, d: &Domains) -> Result<Trained> {
-    let o = options(sizes.base_steps, sizes.base_batch, sizes.train_len, 5e-3, SEED);
+    let o = options(
+        sizes.base_steps,
+        sizes.base_batch,
+        sizes.train_len,
+        5e-3,
+        SEED,
+    );
     let spec = Spec {
         name: "base".into(),
         domain: "en".into(),
@@ -351,7 +354,12 @@ fn cached(
     })
 }
 
-fn record(spec: &Spec, wall: f64, from_cache: bool, log: Vec<(u64, f32, Option<f32>)>) -> RunRecord {
+fn record(
+    spec: &Spec,
+    wall: f64,
+    from_cache: bool,
+    log: Vec<(u64, f32, Option<f32>)>,
+) -> RunRecord {
     RunRecord {
         name: spec.name.clone(),
         domain: spec.domain.clone(),

@@ -7,8 +7,7 @@ use super::super::ExperimentOptions;
 use super::eval::{PositionCurve, Scaling, greedy, position_curve, windows};
 use super::extrapolation::{FINETUNE_FACTOR, original_finetune, yarn_finetune};
 use super::shared::{
-    BASE_THETA, Machine, RunRecord, Sizes, Trained, base, load_domains, long_finetune,
-    write_json,
+    BASE_THETA, Machine, RunRecord, Sizes, Trained, base, load_domains, long_finetune, write_json,
 };
 use crate::error::Result;
 use crate::long_context::scaling::ntk_base;
@@ -64,13 +63,7 @@ pub fn run(opts: &ExperimentOptions) -> Result<String> {
     let base = base(&sizes, &d)?;
     let theta = raised_theta(base.params.config.head_dim);
     let original = original_finetune(&sizes, &d, &base)?;
-    let raised = long_finetune(
-        &sizes,
-        &d,
-        &base,
-        "long-theta",
-        Scaling::Theta { theta },
-    )?;
+    let raised = long_finetune(&sizes, &d, &base, "long-theta", Scaling::Theta { theta })?;
     let yarn = yarn_finetune(&sizes, &d, &base)?;
     let long = windows(&d.en_heldout, sizes.long_windows, sizes.max_len())?;
     let models: [&Trained; 4] = [&base, &original, &raised, &yarn];
@@ -128,7 +121,10 @@ pub fn run(opts: &ExperimentOptions) -> Result<String> {
         );
     }
     for x in &r.samples {
-        s += &format!("  {}: …{:?} → {:?}\n", x.model, x.prompt_tail, x.continuation);
+        s += &format!(
+            "  {}: …{:?} → {:?}\n",
+            x.model, x.prompt_tail, x.continuation
+        );
     }
     Ok(s + &format!("  wall time {:.0} s\n", r.wall_time_s))
 }

@@ -128,7 +128,11 @@ pub fn finetune_router(r: &RouterResults) -> Option<Verdict> {
         .map(|run| {
             format!(
                 "{} lr {:e}: rebound {:+.3}",
-                if run.frozen_router { "frozen" } else { "trainable" },
+                if run.frozen_router {
+                    "frozen"
+                } else {
+                    "trainable"
+                },
                 run.lr,
                 rebound(run)
             )
