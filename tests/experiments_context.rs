@@ -159,10 +159,13 @@ fn router_freeze_leaves_the_router_unchanged() {
     );
 }
 
+/// A claim's rule applied to a recorded results directory.
+type Rule = fn(&Path) -> Option<verdict::Verdict>;
+
 /// The recorded results give each claim its status by the rule, and the registry agrees.
 #[test]
 fn recorded_statuses_follow_the_rules() {
-    let pairs: [(&str, fn(&Path) -> Option<verdict::Verdict>); 5] = [
+    let pairs: [(&str, Rule); 5] = [
         ("train.direct_extrapolation", |d| {
             verdict::direct_extrapolation(&context::read_results(d).ok()?)
         }),
