@@ -82,6 +82,7 @@ pub fn original_finetune(s: &Sizes, d: &Domains, b: &Trained) -> Result<Trained>
 
 struct Context {
     start: Instant,
+    machine: Machine,
     sizes: Sizes,
     domains: Domains,
     base: Trained,
@@ -91,6 +92,8 @@ struct Context {
 
 fn context(opts: &ExperimentOptions) -> Result<Context> {
     let start = Instant::now();
+    // The machine and commit as the run starts (a commit made while it runs is not its code).
+    let machine = Machine::here();
     let sizes = Sizes::new(opts.short);
     let domains = load_domains(opts)?;
     let base = base(&sizes, &domains)?;
@@ -98,6 +101,7 @@ fn context(opts: &ExperimentOptions) -> Result<Context> {
     let short_windows = windows(&domains.en_heldout, sizes.short_windows, sizes.train_len)?;
     Ok(Context {
         start,
+        machine,
         sizes,
         domains,
         base,
@@ -147,7 +151,7 @@ impl Context {
             id: id.into(),
             short: opts.short,
             sizes: self.sizes,
-            machine: Machine::here(),
+            machine: self.machine,
             wall_time_s: self.start.elapsed().as_secs_f64(),
             runs,
             curves,

@@ -52,6 +52,7 @@ impl RouterResults {
 /// `train.finetune_router`.
 pub fn run(opts: &ExperimentOptions) -> Result<String> {
     let start = Instant::now();
+    let machine = Machine::here();
     let sizes = Sizes::new(opts.short);
     let d = load_domains(opts)?;
     let base = base(&sizes, &d)?;
@@ -129,7 +130,7 @@ pub fn run(opts: &ExperimentOptions) -> Result<String> {
         id: "train.finetune_router".into(),
         short: opts.short,
         sizes,
-        machine: Machine::here(),
+        machine,
         wall_time_s: start.elapsed().as_secs_f64(),
         base: base.record,
         runs,

@@ -58,6 +58,7 @@ pub fn raised_theta(head_dim: usize) -> f64 {
 /// `train.rope_theta_finetune`.
 pub fn run(opts: &ExperimentOptions) -> Result<String> {
     let start = Instant::now();
+    let machine = Machine::here();
     let sizes = Sizes::new(opts.short);
     let d = load_domains(opts)?;
     let base = base(&sizes, &d)?;
@@ -99,7 +100,7 @@ pub fn run(opts: &ExperimentOptions) -> Result<String> {
         id: "train.rope_theta_finetune".into(),
         short: opts.short,
         sizes,
-        machine: Machine::here(),
+        machine,
         wall_time_s: start.elapsed().as_secs_f64(),
         runs: models.iter().map(|t| t.record.clone()).collect(),
         raised_theta: theta,

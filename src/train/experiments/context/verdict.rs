@@ -127,7 +127,7 @@ pub fn finetune_router(r: &RouterResults) -> Option<Verdict> {
         .iter()
         .map(|run| {
             format!(
-                "{} lr {:e}: rebound {:+.3}",
+                "{} lr {:e}: {:+.3}",
                 if run.frozen_router {
                     "frozen"
                 } else {
@@ -142,7 +142,7 @@ pub fn finetune_router(r: &RouterResults) -> Option<Verdict> {
         value: up,
         holds: up > RISE_NATS && fixed_up <= RISE_NATS,
         computed: format!(
-            "router trainable, lr {HIGH_LR:e}: {} (rebound {up:+.3}); frozen, lr {LOW_LR:e}: {} (rebound {fixed_up:+.3}); {}",
+            "router trainable, lr {HIGH_LR:e}: {} (largest climb above the best earlier zh loss {up:+.3}; negative = it never rose); frozen, lr {LOW_LR:e}: {} ({fixed_up:+.3}); every run's largest climb: {}",
             ends(trained)?,
             ends(fixed)?,
             others.join("; ")
