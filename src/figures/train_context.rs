@@ -7,6 +7,7 @@ use crate::train::experiments::context::{
 };
 use crate::train::experiments::recorded_dir;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 const COLORS: [RGBColor; 7] = [
     RGBColor(20, 20, 20),
@@ -170,7 +171,7 @@ pub(super) fn train_pi_short(root: &Area) -> DrawResult {
         )
         .margin(12)
         .x_label_area_size(40)
-        .y_label_area_size(250)
+        .y_label_area_size(10)
         .build_cartesian_2d((lo - pad)..(hi + pad), 0f64..e.len() as f64)?;
     let labels: Vec<String> = e
         .iter()
@@ -185,15 +186,7 @@ pub(super) fn train_pi_short(root: &Area) -> DrawResult {
     chart
         .configure_mesh()
         .disable_y_mesh()
-        .y_labels(e.len() * 2 + 1)
-        .y_label_formatter(&|y| {
-            let i = y.floor() as usize;
-            if (y - y.floor() - 0.5).abs() < 0.01 && i < labels.len() {
-                labels[i].clone()
-            } else {
-                String::new()
-            }
-        })
+        .y_labels(0)
         .x_desc("nats")
         .draw()?;
     for (i, x) in e.iter().enumerate() {
@@ -202,9 +195,21 @@ pub(super) fn train_pi_short(root: &Area) -> DrawResult {
         } else {
             COLORS[2]
         };
+        let y = i as f64;
         chart.draw_series([Rectangle::new(
-            [(lo - pad, i as f64 + 0.15), (x.ce, i as f64 + 0.85)],
-            color.mix(0.7).filled(),
+            [(lo - pad, y + 0.15), (x.ce, y + 0.85)],
+            color.mix(0.35).filled(),
+        )])?;
+        // The bar's name inside it, at its left end (a label formatter would leave empty
+        // text elements between the bars).
+        let style = ("sans-serif", 14)
+            .into_font()
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Left, VPos::Center));
+        chart.draw_series([Text::new(
+            format!("{}: {:.4}", labels[i], x.ce),
+            (lo - pad * 0.95, y + 0.5),
+            style,
         )])?;
     }
     Ok(())
