@@ -53,7 +53,7 @@ impl Scaling {
     }
 
     /// The config's `RopeConfig` for head dimension `head_dim`, base
-    /// [`BASE_THETA`] and trained length `train_len`.
+    /// `BASE_THETA` and trained length `train_len`.
     pub fn rope_config(&self, head_dim: usize, train_len: usize) -> Result<RopeConfig> {
         let base = BASE_THETA;
         let what = "experiment RoPE setting";

@@ -193,7 +193,7 @@ pub fn load_domains(opts: &ExperimentOptions) -> Result<Domains> {
 }
 
 /// The model of every context run: the default config with the RoPE base
-/// [`BASE_THETA`], `max_position_embeddings` = `8L`, and `rope` as the scaling.
+/// `BASE_THETA`, `max_position_embeddings` = `8L`, and `rope` as the scaling.
 pub fn model_config(sizes: &Sizes, rope: &Scaling) -> Result<Qwen3Config> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/train/qwen3-moe-anatomy.json");
     let mut c = Qwen3Config::from_file(&path)?;
