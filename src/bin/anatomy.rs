@@ -346,8 +346,9 @@ fn run(command: Command) -> anyhow::Result<()> {
                 let written = figures::write_all(std::path::Path::new("figures"))?;
                 eprintln!("wrote {} figures into figures/", written.len());
             }
-            // The bundled tiny Qwen3-MoE, end to end (to stderr when stdout is JSON/Markdown).
-            let demo = qwen3::tour_demo()?;
+            // The bundled models end to end: the tiny toy-grammar one, then the one trained here
+            // (to stderr when stdout is JSON/Markdown).
+            let demo = qwen3::tour_demo()? + "\n" + &qwen3::trained::trained_demo()?;
             if json || markdown {
                 eprint!("{demo}");
             } else {

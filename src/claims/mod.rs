@@ -168,6 +168,17 @@ pub(crate) fn outcome(value: f64, computed: String, ok: bool, note: impl Into<St
     }
 }
 
+/// What a claim measured on the bundled trained model says when that model (or one of its
+/// reference files) cannot be read.
+pub(crate) fn trained_model_missing(e: &crate::Error) -> Outcome {
+    Outcome {
+        value: None,
+        computed: format!("not measured: {e}"),
+        status: Status::NeedsData,
+        note: "Needs the model trained here (data/anatomy-moe/, made by scripts/train-bundled.sh; its references by scripts/gen_anatomy_moe_checks.py).".into(),
+    }
+}
+
 mod chat;
 mod long_context;
 mod moe;

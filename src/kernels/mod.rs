@@ -6,6 +6,8 @@
 //! The clear reference kernels live here; the faster forms of chapter 10 sit beside them:
 //! - [`matmul`]: the batched and grouped matmuls (the engine's projections, MoE experts);
 //! - [`attention`]: the mask and attention, clear (chapters 3, 9) and fast (chapter 10);
+//! - [`gemm`]: a strided f32 GEMM, and [`exp`]: a vector `exp` and the column softmax
+//!   passes — the training step's products and LM-head loss (chapter 12);
 //! - `x86`: the AVX2 / AVX-512 tiles and attention, chosen at run time, compiled on x86-64
 //!   only. Elsewhere a stub of the same name declines every fast path, so the portable
 //!   code runs and no other file needs a `cfg`.
@@ -20,6 +22,8 @@
 //! Every fast kernel is pinned equal to its reference by a test in the file that calls it.
 
 pub mod attention;
+pub mod exp;
+pub mod gemm;
 pub mod matmul;
 pub mod quant;
 #[cfg(target_arch = "x86_64")]

@@ -32,6 +32,7 @@ pub mod lost_in_middle;
 pub mod model;
 pub mod tensors;
 pub mod to_gguf;
+pub mod trained;
 pub mod weights;
 
 pub use config::Qwen3Config;
@@ -419,6 +420,8 @@ pub fn tour_demo() -> Result<String> {
 /// bundled model's toy grammar (data/tiny-qwen3-moe/word_classes.json).
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ClassRouting {
+    /// What text was routed.
+    pub source: String,
     pub classes: Vec<String>,
     /// Tokens of each class.
     pub tokens: Vec<usize>,
@@ -436,8 +439,19 @@ pub fn word_class_routing(
     tok: &crate::tokenizer::Tokenizer,
 ) -> Result<ClassRouting> {
     let path = bundled_dir().join("word_classes.json");
+    word_class_routing_file(model, tok, &path, "held-out toy-grammar text")
+}
+
+/// [`word_class_routing`] over the text, classes and transformers' top-k sets of a
+/// `word_classes.json` written by a generator script; `source` names the text.
+pub fn word_class_routing_file(
+    model: &Model,
+    tok: &crate::tokenizer::Tokenizer,
+    path: &Path,
+    source: &str,
+) -> Result<ClassRouting> {
     let what = path.display().to_string();
-    let doc = crate::error::read_json(&path)?;
+    let doc = crate::error::read_json(path)?;
     let text = doc["text"]
         .as_str()
         .ok_or_else(|| crate::Error::field(&what, "text", "not a string"))?;
@@ -505,6 +519,7 @@ pub fn word_class_routing(
         layers.push((lr.layer, counts));
     }
     Ok(ClassRouting {
+        source: source.to_string(),
         classes,
         tokens,
         layers,
@@ -519,7 +534,8 @@ pub fn class_text(r: &ClassRouting) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "which experts each word class goes to (held-out toy-grammar text; % of the class's expert slots; top-k sets equal transformers' at {:.1}% of positions):",
+        "which experts each word class goes to ({}; % of the class's expert slots; top-k sets equal transformers' at {:.1}% of positions):",
+        r.source,
         100.0 * r.agreement_with_transformers
     );
     for (layer, shares) in &r.layers {

@@ -10,6 +10,7 @@
 pub mod backward;
 pub mod data;
 pub mod experiments;
+pub mod inspect;
 pub mod optimizer;
 pub mod params;
 pub mod trainer;

@@ -2,11 +2,12 @@
 //!
 //! Each block has a clear reference (`*_reference`: plain loops, the formula on the page)
 //! and, where the model's pass needs speed, a fast form pinned equal to it by a unit test:
-//! the linear layers' three products go through the kernels' batched matmul (in parallel
-//! over rayon's threads), attention runs its key/value groups in parallel. Every backward
+//! the linear layers' forward goes through the kernels' batched matmul and their two
+//! backward products through the kernels' GEMM (in parallel over rayon's threads), attention runs its key/value groups in parallel. Every backward
 //! function *adds* into its gradient outputs, so a tied weight or an input read twice
 //! collects both contributions.
 
+use crate::kernels::gemm::{Strided, gemm};
 use crate::kernels::{Matrix, attention::Mask, dot, silu, softmax_in_place};
 use rayon::prelude::*;
 
@@ -54,9 +55,14 @@ pub fn linear_backward_reference(
 }
 // ANCHOR_END: linear_backward_reference
 
-/// [`linear_backward_reference`] as two batched matmuls on transposed copies:
-/// `dx = dy · W` is `dy` times the matrix `Wᵀ`, and `dW = dyᵀ · x` is `dyᵀ` times the
-/// matrix `xᵀ` (`[cols, n]`), each in parallel over its output rows.
+/// Output rows (of `dx` or `dW`) per parallel task of [`linear_backward`].
+const ROW_TASK: usize = 64;
+
+/// [`linear_backward_reference`] as two GEMMs ([`gemm`], the kernels' strided f32 GEMM)
+/// on the operands as they lie, with no transposed copy: `dx += dy·W` (`A = dy`, `B = W`)
+/// and `dW += dyᵀ·x` (`A = dy` read with its strides swapped, `B = x`), each in parallel
+/// over blocks of its output rows. Every output is summed over its inputs in order, so
+/// the result does not depend on the blocks or the threads.
 pub fn linear_backward(
     w: &[f32],
     rows: usize,
@@ -67,44 +73,48 @@ pub fn linear_backward(
     dw: &mut [f32],
 ) {
     let n = dy.len() / rows;
-    if n == 0 {
+    if n == 0 || cols == 0 {
         return;
     }
     if let Some(dx) = dx {
-        let wt = transpose(w, rows, cols);
-        let mut tmp = vec![0.0f32; n * cols];
-        Matrix::f32(&wt, cols, rows).matmul(dy, &mut tmp);
-        add_into(dx, &tmp);
+        dx[..n * cols]
+            .par_chunks_mut(ROW_TASK * cols)
+            .enumerate()
+            .for_each(|(b, dxb)| {
+                let t0 = b * ROW_TASK;
+                let a = Strided {
+                    data: &dy[t0 * rows..],
+                    rows: dxb.len() / cols,
+                    cols: rows,
+                    row_stride: rows,
+                    col_stride: 1,
+                };
+                gemm(&a, w, cols, cols, dxb, cols, true);
+            });
     }
     weight_grad(x, dy, rows, cols, dw);
 }
 
 /// `dW += dyᵀ · x`, `dW[r, c] += Σ_t dy[t, r] · x[t, c]`: blocks of `dW`'s rows in
-/// parallel (rayon), each block small enough to stay in cache while every input row adds
-/// its outer-product slice to it (the inner loop runs along `c`, contiguous, and
-/// vectorises).
+/// parallel, each one GEMM with `dyᵀ` read through strides.
 pub fn weight_grad(x: &[f32], dy: &[f32], rows: usize, cols: usize, dw: &mut [f32]) {
     let n = dy.len() / rows;
     if n == 0 || cols == 0 {
         return;
     }
-    let block = (8192 / cols).clamp(1, 512);
-    dw.par_chunks_mut(block * cols)
+    dw[..rows * cols]
+        .par_chunks_mut(ROW_TASK * cols)
         .enumerate()
-        .for_each(|(b, dw_block)| {
-            let r0 = b * block;
-            let nr = dw_block.len() / cols;
-            for t in 0..n {
-                let xt = &x[t * cols..(t + 1) * cols];
-                let g = &dy[t * rows + r0..t * rows + r0 + nr];
-                for (row, &gr) in dw_block.chunks_exact_mut(cols).zip(g) {
-                    if gr != 0.0 {
-                        for (a, &b) in row.iter_mut().zip(xt) {
-                            *a += gr * b;
-                        }
-                    }
-                }
-            }
+        .for_each(|(b, dwb)| {
+            let r0 = b * ROW_TASK;
+            let a = Strided {
+                data: &dy[r0..],
+                rows: dwb.len() / cols,
+                cols: n,
+                row_stride: 1,
+                col_stride: rows,
+            };
+            gemm(&a, x, cols, cols, dwb, cols, true);
         });
 }
 
@@ -113,17 +123,6 @@ pub fn bias_backward(dy: &[f32], db: &mut [f32]) {
     for row in dy.chunks_exact(db.len()) {
         add_into(db, row);
     }
-}
-
-/// `m` `[rows, cols]` transposed to `[cols, rows]`.
-pub fn transpose(m: &[f32], rows: usize, cols: usize) -> Vec<f32> {
-    let mut out = vec![0.0f32; m.len()];
-    for r in 0..rows {
-        for c in 0..cols {
-            out[c * rows + r] = m[r * cols + c];
-        }
-    }
-    out
 }
 
 pub fn add_into(acc: &mut [f32], x: &[f32]) {

@@ -12,14 +12,15 @@
 pub mod blocks;
 pub mod forward;
 pub mod grad_file;
+pub mod lm_head;
 
 use crate::error::{Error, Result};
 use crate::qwen3::config::Qwen3Config;
 use crate::train::params::{Grads, Params};
 use blocks::{
-    add_into, attention_backward, bias_backward, cross_entropy_row, linear_backward,
-    load_balancing_loss, rmsnorm_backward_reference, rmsnorm_backward_rows, rope_backward,
-    router_z_loss, softmax_backward, swiglu_backward, topk_weights_backward,
+    add_into, attention_backward, bias_backward, linear_backward, load_balancing_loss,
+    rmsnorm_backward_reference, rmsnorm_backward_rows, rope_backward, router_z_loss,
+    softmax_backward, swiglu_backward, topk_weights_backward,
 };
 use forward::{FfnTape, FfnViews, Forward, MlpTape, MlpViews, attn_shape};
 
@@ -120,46 +121,25 @@ fn targets(f: &Forward, batch: &[Vec<u32>]) -> Vec<(usize, usize)> {
     out
 }
 
-/// Rows of the LM head computed at once (bounds the logits buffer to `CHUNK · vocab`).
-const CHUNK: usize = 128;
-
-/// The mean cross-entropy, and (when `grads` is given) `∂/∂xn_final` and the LM head's
-/// gradient, computed `CHUNK` rows of logits at a time.
+/// The mean cross-entropy, and (when `grads` is given) `∂/∂xn_final` added into the
+/// slice and the LM head's gradient: [`lm_head::lm_head_loss`], fused and parallel.
 fn lm_head_loss(
     p: &Params,
     f: &Forward,
     rows: &[(usize, usize)],
-    mut grads: Option<(&mut Grads, &mut [f32])>,
+    grads: Option<(&mut Grads, &mut [f32])>,
 ) -> f64 {
     let c = &p.config;
-    let (h, v) = (c.hidden_size, c.vocab_size);
     let w = f.views.lm_head;
-    let scale = 1.0 / rows.len() as f32;
-    let mut total = 0.0f64;
-    let mut xs = Vec::with_capacity(CHUNK * h);
-    let mut logits = vec![0.0f32; CHUNK.min(rows.len()) * v];
-    // For dxn = dlogits · W: W transposed once, as a [H, V] matrix for the batched matmul.
-    let wt = grads.as_ref().map(|_| blocks::transpose(w.data(p), v, h));
-    for chunk in rows.chunks(CHUNK) {
-        xs.clear();
-        for &(r, _) in chunk {
-            xs.extend_from_slice(&f.xn_final[r * h..(r + 1) * h]);
-        }
-        let z = &mut logits[..chunk.len() * v];
-        blocks::linear_forward(w.data(p), v, h, &xs, z);
-        for (zr, &(_, target)) in z.chunks_exact_mut(v).zip(chunk) {
-            total += cross_entropy_row(zr, target, scale);
-        }
-        if let (Some((g, dxn)), Some(wt)) = (grads.as_mut(), wt.as_deref()) {
-            let mut dxs = vec![0.0f32; chunk.len() * h];
-            crate::kernels::Matrix::f32(wt, h, v).matmul(z, &mut dxs);
-            for (dx, &(r, _)) in dxs.chunks_exact(h).zip(chunk) {
-                add_into(&mut dxn[r * h..(r + 1) * h], dx);
-            }
-            blocks::weight_grad(&xs, z, v, h, w.grad(g));
-        }
-    }
-    total / rows.len() as f64
+    let head = grads.map(|(g, dx)| lm_head::HeadGrads { dw: w.grad(g), dx });
+    lm_head::lm_head_loss(
+        w.data(p),
+        c.vocab_size,
+        c.hidden_size,
+        &f.xn_final,
+        rows,
+        head,
+    )
 }
 
 /// The router losses over every MoE layer's rows: (aux, z) and, per layer, `∂/∂logits`
