@@ -1,7 +1,123 @@
 //! Claims of chapter 13 (context): training claims of the source measured on runs recorded in
 //! `data/train/experiments/<id>/` by `anatomy experiments`; each status is computed
-//! from the recorded numbers.
+//! from the recorded numbers by the rules of [`crate::train::experiments::context::verdict`]
+//! (written before the runs). Without recorded results the status is needs-data.
 
-use super::Entry;
+use super::{Entry, Outcome, Status};
+use crate::train::experiments::context::{
+    self, ExtrapolationResults, RouterResults, ThetaResults, verdict,
+};
+use crate::train::experiments::recorded_dir;
 
-pub const ENTRIES: &[Entry] = &[];
+pub const ENTRIES: &[Entry] = &[
+    Entry {
+        id: "train.direct_extrapolation",
+        section: "S0 5.2.1",
+        statement: "S0 5.2.1: past the trained length, direct extrapolation fails (perplexity by position)",
+        stated: "fails",
+        compute: direct_extrapolation,
+    },
+    Entry {
+        id: "train.pi_short",
+        section: "S1 troubleshooting",
+        statement: "S1 troubleshooting: position interpolation hurts short-text quality (perplexity at ≤ L_train with PI on)",
+        stated: "worse",
+        compute: pi_short,
+    },
+    Entry {
+        id: "train.ntk_yarn",
+        section: "S0 5.2.3–5.2.4, S1 troubleshooting",
+        statement: "S0 5.2.3–5.2.4 / S1 table: NTK-aware and YaRN extend the context better than PI without fine-tuning; YaRN best",
+        stated: "ordering",
+        compute: ntk_yarn,
+    },
+    Entry {
+        id: "train.finetune_router",
+        section: "S1 troubleshooting",
+        statement: "S1 troubleshooting: MoE fine-tuning loss rises when the router is trained along; freezing the router and a smaller lr fix it",
+        stated: "rises; fixed",
+        compute: finetune_router,
+    },
+    Entry {
+        id: "train.rope_theta_finetune",
+        section: "S1 troubleshooting",
+        statement: "S1 troubleshooting: after long-text fine-tuning, garbled output unless rope_theta is raised (or YaRN on)",
+        stated: "garbled vs fixed",
+        compute: rope_theta_finetune,
+    },
+];
+
+/// The outcome of a verdict, or needs-data saying why and which command records it.
+fn outcome<T: serde::de::DeserializeOwned>(
+    id: &str,
+    short: impl Fn(&T) -> bool,
+    rule: impl Fn(&T) -> Option<verdict::Verdict>,
+) -> Outcome {
+    let needs = |why: String| Outcome {
+        value: None,
+        computed: "not recorded".into(),
+        status: Status::NeedsData,
+        note: format!("{why}; record it with `anatomy experiments {id} --record`"),
+    };
+    let file = format!("data/train/experiments/{id}/results.json");
+    let results: T = match context::read_results(&recorded_dir(id)) {
+        Ok(r) => r,
+        Err(_) => return needs(format!("{file} is missing or unreadable")),
+    };
+    if short(&results) {
+        return needs(format!("{file} is from a --short run"));
+    }
+    match rule(&results) {
+        Some(v) => Outcome {
+            value: Some(v.value),
+            computed: v.computed,
+            status: if v.holds {
+                Status::Reproduced
+            } else {
+                Status::Erratum
+            },
+            note: format!("{} (from {id}/results.json)", v.note),
+        },
+        None => needs(format!("{file} lacks a run the rule needs")),
+    }
+}
+
+fn direct_extrapolation() -> Outcome {
+    outcome(
+        "train.direct_extrapolation",
+        |r: &ExtrapolationResults| r.short,
+        verdict::direct_extrapolation,
+    )
+}
+
+fn pi_short() -> Outcome {
+    outcome(
+        "train.pi_short",
+        |r: &ExtrapolationResults| r.short,
+        verdict::pi_short,
+    )
+}
+
+fn ntk_yarn() -> Outcome {
+    outcome(
+        "train.ntk_yarn",
+        |r: &ExtrapolationResults| r.short,
+        verdict::ntk_yarn,
+    )
+}
+
+fn finetune_router() -> Outcome {
+    outcome(
+        "train.finetune_router",
+        |r: &RouterResults| r.short,
+        verdict::finetune_router,
+    )
+}
+
+fn rope_theta_finetune() -> Outcome {
+    outcome(
+        "train.rope_theta_finetune",
+        |r: &ThetaResults| r.short,
+        verdict::rope_theta_finetune,
+    )
+}

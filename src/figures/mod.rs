@@ -134,6 +134,31 @@ pub const FIGURES: &[Figure] = &[
         size: (1200, 440),
         draw: train_dynamics::train_glitch,
     },
+    Figure {
+        name: "train_direct_extrapolation",
+        size: (820, 440),
+        draw: train_context::train_direct_extrapolation,
+    },
+    Figure {
+        name: "train_pi_short",
+        size: (820, 360),
+        draw: train_context::train_pi_short,
+    },
+    Figure {
+        name: "train_ntk_yarn",
+        size: (900, 480),
+        draw: train_context::train_ntk_yarn,
+    },
+    Figure {
+        name: "train_finetune_router",
+        size: (1200, 440),
+        draw: train_context::train_finetune_router,
+    },
+    Figure {
+        name: "train_rope_theta_finetune",
+        size: (900, 460),
+        draw: train_context::train_rope_theta_finetune,
+    },
 ];
 
 fn register_fonts() {

@@ -29,7 +29,7 @@ mod checkpoint;
 mod run;
 pub use checkpoint::{load_checkpoint, read_log, save_checkpoint};
 use checkpoint::{open_log, write_log_line};
-pub use run::{TrainJob, TrainSummary, run, text_summary, unigram_loss};
+pub use run::{TrainJob, TrainSummary, run, run_with, text_summary, unigram_loss};
 
 /// Everything that decides a run (saved in `trainer_state.json`, so a resumed run goes on
 /// with the same choices).
@@ -213,6 +213,10 @@ pub struct TrainState {
     pub step: u64,
     /// Per MoE layer, per expert (empty unless `router_bias_speed` > 0).
     pub router_bias: Vec<Vec<f32>>,
+    /// Parameters that get no update (fine-tuning with a frozen router: the
+    /// `mlp.gate.weight` tensors, [`TrainState::freeze_router`]). Not saved with a
+    /// checkpoint: set it again after resuming.
+    pub frozen: Vec<String>,
 }
 
 /// One line of `train_log.jsonl`.
@@ -266,7 +270,20 @@ impl TrainState {
             optimizer,
             step: 0,
             router_bias,
+            frozen: Vec::new(),
         })
+    }
+
+    /// Freezes every MoE layer's router (`model.layers.N.mlp.gate.weight`); returns how many
+    /// tensors that is.
+    pub fn freeze_router(&mut self) -> usize {
+        let names: Vec<String> = (0..self.params.config.num_hidden_layers)
+            .map(|l| format!("model.layers.{l}.mlp.gate.weight"))
+            .filter(|n| self.params.index(n).is_some())
+            .collect();
+        let count = names.len();
+        self.frozen.extend(names);
+        count
     }
 
     // ANCHOR: train_step
@@ -276,6 +293,17 @@ impl TrainState {
         let o = &self.options;
         let loss_opts = o.loss_options(&self.params, &self.router_bias);
         let losses = loss_and_grads(&self.params, batch, &loss_opts, grads)?;
+        // A frozen tensor has no gradient (so it does not count in the clipping norm), and
+        // its values are put back after the step (weight decay would move them otherwise).
+        let frozen: Vec<(usize, Vec<f32>)> = self
+            .frozen
+            .iter()
+            .filter_map(|n| self.params.index(n))
+            .map(|i| (i, self.params.params[i].data.clone()))
+            .collect();
+        for &(i, _) in &frozen {
+            grads.grads[i].fill(0.0);
+        }
         if !losses.loss.is_finite() {
             return Err(Error::NonFinite {
                 what: format!("train: the loss at step {}", self.step + 1),
@@ -290,6 +318,9 @@ impl TrainState {
         let lr_factor = o.schedule()?.factor(self.step);
         let params = self.params.params.iter_mut().map(|p| p.data.as_mut_slice());
         self.optimizer.step(params, &grads.grads, lr_factor)?;
+        for (i, data) in frozen {
+            self.params.params[i].data = data;
+        }
         self.step += 1;
         let qk_clipped_heads = self.qk_clip(&losses)?;
         self.update_router_bias(&losses);

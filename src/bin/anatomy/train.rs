@@ -24,6 +24,13 @@ pub struct TrainArgs {
     /// Go on from the checkpoint in --out, with the options saved there.
     #[arg(long)]
     resume: bool,
+    /// Start from the model of this checkpoint (its config.json; a fresh optimiser):
+    /// fine-tuning.
+    #[arg(long, conflicts_with = "resume")]
+    init: Option<PathBuf>,
+    /// No update for the routers (`mlp.gate.weight`); not saved: give it again with --resume.
+    #[arg(long)]
+    freeze_router: bool,
     /// Stop with a checkpoint after this step (resume later with --resume).
     #[arg(long)]
     stop_after: Option<u64>,
@@ -182,7 +189,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         stop_after: args.stop_after,
         progress: !args.quiet,
     };
-    let summary = trainer::run(&job)?;
+    let summary = trainer::run_with(&job, args.init.as_deref(), args.freeze_router)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {

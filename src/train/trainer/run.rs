@@ -6,7 +6,7 @@ use super::super::params::Params;
 use super::{TrainOptions, TrainState, load_checkpoint, train};
 use crate::error::{Error, Result};
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A whole `anatomy train` invocation.
 #[derive(Clone, Debug)]
@@ -51,14 +51,30 @@ pub struct TrainSummary {
 /// Runs `job`: reads the corpus through the tokenizer, starts (or resumes) the model, and
 /// trains it into `job.out`.
 pub fn run(job: &TrainJob) -> Result<TrainSummary> {
+    run_with(job, None, false)
+}
+
+/// [`run`], optionally starting from the model of the checkpoint `init` (its config.json;
+/// `job.config` is then unused; the optimiser starts fresh) and with the router frozen
+/// ([`TrainState::freeze_router`]; give it again when resuming): fine-tuning.
+pub fn run_with(job: &TrainJob, init: Option<&Path>, freeze_router: bool) -> Result<TrainSummary> {
     let mut state = if job.resume {
         load_checkpoint(&job.out)?
     } else {
-        let config = crate::qwen3::config::Qwen3Config::from_file(&job.config)?;
-        job.options.validate(config.max_position_embeddings)?;
-        let params = Params::init(&config, job.options.seed)?;
+        let params = match init {
+            Some(dir) => Params::load(dir)?,
+            None => {
+                let config = crate::qwen3::config::Qwen3Config::from_file(&job.config)?;
+                Params::init(&config, job.options.seed)?
+            }
+        };
+        job.options
+            .validate(params.config.max_position_embeddings)?;
         TrainState::new(params, job.options.clone())?
     };
+    if freeze_router {
+        state.freeze_router();
+    }
     let tok = crate::tokenizer::Tokenizer::from_file(&job.vocab)?;
     let corpus: Corpus = load_corpus(&job.data, &tok, state.options.heldout_fraction)?;
     let vocab = state.params.config.vocab_size;
