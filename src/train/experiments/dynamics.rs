@@ -365,12 +365,12 @@ fn summarise(
 
 /// A header for experiment `id`, measured now (the wall time is filled in at the end).
 pub fn header(id: &str, opts: &ExperimentOptions, setup: &Setup, budget: Budget) -> Header {
-    let (cpu_model, cpu_flags) = cpu();
+    let (cpu_model, cpu_flags) = super::cpu();
     Header {
         id: id.to_string(),
         command: format!("anatomy experiments {id} --record"),
         short: opts.short,
-        git_commit: git_commit(),
+        git_commit: super::git_commit(),
         cpu_model,
         cpu_flags,
         threads: opts.threads,
@@ -379,39 +379,6 @@ pub fn header(id: &str, opts: &ExperimentOptions, setup: &Setup, budget: Budget)
         heldout_tokens: setup.corpus.heldout.len(),
         budget,
     }
-}
-
-/// The CPU's model name and flags from /proc/cpuinfo (none where it is not readable).
-fn cpu() -> (Option<String>, Vec<String>) {
-    let Ok(bytes) = crate::error::read_bounded(
-        Path::new("/proc/cpuinfo"),
-        crate::limits::TEXT_FILE_BYTES,
-        "cpuinfo",
-    ) else {
-        return (None, Vec::new());
-    };
-    let text = String::from_utf8_lossy(&bytes);
-    let field = |name: &str| {
-        text.lines()
-            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
-            .and_then(|l| l.split_once(':'))
-            .map(|(_, v)| v.trim().to_string())
-    };
-    let flags = field("flags")
-        .map(|f| f.split_whitespace().map(str::to_string).collect())
-        .unwrap_or_default();
-    (field("model name"), flags)
-}
-
-/// The crate's git commit, when it is a git checkout and git is installed.
-fn git_commit() -> Option<String> {
-    let out = std::process::Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .ok()?;
-    let commit = String::from_utf8(out.stdout).ok()?.trim().to_string();
-    (out.status.success() && commit.len() == 40).then_some(commit)
 }
 
 /// A path relative to the crate root.

@@ -56,3 +56,36 @@ pub fn recorded_dir(id: &str) -> PathBuf {
         .join("data/train/experiments")
         .join(id)
 }
+
+/// The CPU's model name and flags from /proc/cpuinfo (none where it is not readable).
+pub fn cpu() -> (Option<String>, Vec<String>) {
+    let Ok(bytes) = crate::error::read_bounded(
+        Path::new("/proc/cpuinfo"),
+        crate::limits::TEXT_FILE_BYTES,
+        "cpuinfo",
+    ) else {
+        return (None, Vec::new());
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let field = |name: &str| {
+        text.lines()
+            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    };
+    let flags = field("flags")
+        .map(|f| f.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default();
+    (field("model name"), flags)
+}
+
+/// The crate's git commit, when it is a git checkout and git is installed.
+pub fn git_commit() -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()?;
+    let commit = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (out.status.success() && commit.len() == 40).then_some(commit)
+}

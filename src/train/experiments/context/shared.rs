@@ -111,32 +111,15 @@ pub struct Machine {
 
 impl Machine {
     pub fn here() -> Machine {
-        let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let field = |name: &str| {
-            info.lines()
-                .find(|l| l.starts_with(name))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        };
+        let (model, flags) = super::super::cpu();
         let wanted = ["avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_bf16"];
-        let cpu_flags = field("flags")
-            .map(|f| {
-                f.split_whitespace()
-                    .filter(|x| wanted.contains(x))
-                    .map(String::from)
-                    .collect()
-            })
-            .unwrap_or_default();
-        let git_commit = std::process::Command::new("git")
-            .args(["rev-parse", "HEAD"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .and_then(|o| String::from_utf8(o.stdout).ok())
-            .map(|s| s.trim().to_string());
+        let cpu_flags = flags
+            .into_iter()
+            .filter(|x| wanted.contains(&x.as_str()))
+            .collect();
+        let git_commit = super::super::git_commit();
         Machine {
-            cpu: field("model name").unwrap_or_else(|| "unknown".into()),
+            cpu: model.unwrap_or_else(|| "unknown".into()),
             cpu_flags,
             threads: rayon::current_num_threads(),
             git_commit,
