@@ -17,11 +17,23 @@
 # the PyTorch-eager and candle runs of chapter 10's first table (slow; off by default),
 # TABLE_ONLY=1 rebuilds OUT/table.md from the JSON already in OUT (runs made in pieces add
 # up: each writes its own files). Writes OUT/*.json and OUT/table.md and prints the table.
+# AVX2=1 measures both sides' AVX2 paths on a CPU that has AVX-512: ours with
+# ANATOMY_NO_AVX512=1 (no AVX-512, VNNI or native bf16 kernel), llama.cpp from
+# PEERS/llama-avx2 (setup-peers.sh with LLAMA_AVX2=1: GGML_NATIVE off, AVX2+FMA+F16C only);
+# its rows are named ROW-avx2.
 # Every figure is a wall-clock rate: run it on an otherwise idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PEERS=${PEERS:-$PWD/target/peers}
 PY=${PY:-$PEERS/py/bin/python}
+AVX2=${AVX2:-0}
+SUFFIX=
+OURS_ENV=()
+if [ "$AVX2" = 1 ]; then
+    SUFFIX=-avx2
+    OURS_ENV=(env ANATOMY_NO_AVX512=1)
+    LLAMA_PY=${LLAMA_PY:-$PEERS/llama-avx2/bin/python}
+fi
 LLAMA_PY=${LLAMA_PY:-$PEERS/llama/bin/python}
 CANDLE_BIN=${CANDLE_BIN:-scripts/candle-bench/target/release/candle-bench}
 ROWS=${ROWS-bf16 q8_0 q4_k_m}
@@ -46,10 +58,10 @@ pair() {
     cat "$file" > /dev/null
     log "$row, $t thread(s), pair $rep: ours"
     if [ "$big" = 1 ]; then
-        "$BIN" bench "$file" --prompt-len 512 --gen 16 --threads "$t" --reps 1 --json > "$tag-ours-512.json"
+        "${OURS_ENV[@]}" "$BIN" bench "$file" --prompt-len 512 --gen 16 --threads "$t" --reps 1 --json > "$tag-ours-512.json"
     else
-        "$BIN" bench "$file" --prompt-len 128 --gen 32 --threads "$t" --reps 1 --json > "$tag-ours-128.json"
-        "$BIN" bench "$file" --prompt-len 512 --gen 1 --threads "$t" --reps 1 --json > "$tag-ours-512.json"
+        "${OURS_ENV[@]}" "$BIN" bench "$file" --prompt-len 128 --gen 32 --threads "$t" --reps 1 --json > "$tag-ours-128.json"
+        "${OURS_ENV[@]}" "$BIN" bench "$file" --prompt-len 512 --gen 1 --threads "$t" --reps 1 --json > "$tag-ours-512.json"
     fi
     cat "$file" > /dev/null
     log "$row, $t thread(s), pair $rep: llama.cpp"
@@ -88,9 +100,9 @@ if [ "${TABLE_ONLY:-0}" != 1 ]; then
     fi
     echo "start load: $(uptime)" >> "$OUT/machine.txt"
     for row in $ROWS; do
-        run_row "$row" "$PEERS/models/$row.gguf" 0
+        run_row "$row$SUFFIX" "$PEERS/models/$row.gguf" 0
     done
-    [ -n "$BIG" ] && run_row 48-layer-q4_k_m "$BIG" 1
+    [ -n "$BIG" ] && run_row "48-layer-q4_k_m$SUFFIX" "$BIG" 1
     if [ "${TORCH:-0}" = 1 ] && [ -x "$PY" ] && [ -d "$PEERS/models/bf16" ]; then
         log "PyTorch eager (bf16 checkpoint)"
         "$PY" scripts/bench_torch.py "$PEERS/models/bf16" --dtype bfloat16 --threads 2 > "$OUT/torch-bf16.json"

@@ -46,7 +46,23 @@ if ! "$PEERS/llama/bin/python" -c 'import llama_cpp' 2>/dev/null; then
         "$SDIST_DIR"/llama_cpp_python-0.3.36.tar.gz
 fi
 
-if [ ! -x scripts/candle-bench/target/release/candle-bench ]; then
+# llama.cpp a second time, for AVX2 alone (issue 15's AVX2-only comparison on a CPU that has
+# AVX-512): LLAMA_AVX2=1 makes PEERS/llama-avx2, the same sdist with GGML_NATIVE off.
+if [ "${LLAMA_AVX2:-0}" = 1 ] && ! "$PEERS/llama-avx2/bin/python" -c 'import llama_cpp' 2>/dev/null; then
+    log "llama-cpp-python 0.3.36 for AVX2 alone (GGML_NATIVE=OFF, AVX-512 off)"
+    python3 -m venv "$PEERS/llama-avx2"
+    "$PEERS/llama-avx2/bin/pip" install -q numpy
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+-DGGML_AVX512=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF \
+-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
+-DLLAMA_BUILD_SERVER=OFF" \
+    CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+        "$PEERS/llama-avx2/bin/pip" install -q --no-binary llama-cpp-python \
+        "$SDIST_DIR"/llama_cpp_python-0.3.36.tar.gz
+fi
+
+# CANDLE=0 skips the candle peer (bench-peers.sh uses it only with CANDLE=1).
+if [ "${CANDLE:-1}" = 1 ] && [ ! -x scripts/candle-bench/target/release/candle-bench ]; then
     log "candle-bench (candle-transformers 0.11.1)"
     cargo build --release --quiet --manifest-path scripts/candle-bench/Cargo.toml
 fi

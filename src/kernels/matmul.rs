@@ -7,6 +7,7 @@
 //! than [`dot`]; a test pins the two equal within the summation error bound
 //! `2·cols·ε·Σ|w·x|`.
 
+use super::bf16::{self, Bf16Acts};
 use super::quant::tiles::{self as quant_tiles, MAX_ROWS, MAX_TILE_TOKENS};
 use super::quant::{self, ActRow, QuantizedRows};
 use super::{Matrix, Out, OutPtr, PANEL, ROW_BLOCK, WeightData, dot, x86};
@@ -36,6 +37,8 @@ struct Panels {
 /// Measured on a 768 × 2048 matrix, one thread.
 const GEMM_MIN_TOKENS: usize = 40;
 const GEMM_MIN_TOKENS_F32: usize = 24;
+/// The same threshold for the native bf16 kernels (`bf16.rs`).
+const GEMM_MIN_TOKENS_BF16: usize = 40;
 
 impl Matrix<'_> {
     /// `out[t, r] = Σ_c W[r, c] · xs[t, c]` for `n = xs.len() / cols` token rows: the
@@ -128,6 +131,39 @@ fn grouped_with<'w>(
         }
         _ => None,
     };
+    // bf16 weights on a CPU with AVX512_BF16: the inputs are converted to bf16 once here
+    // (rows for the dot tiles, pair panels for the big groups) and the native kernels run.
+    if let (true, WeightData::Bf16(_), Some(mode)) =
+        (avx512, matrix(first.matrix).data, bf16::mode())
+    {
+        let min_tokens = if cols.is_multiple_of(2) {
+            GEMM_MIN_TOKENS_BF16
+        } else {
+            usize::MAX
+        };
+        BF16_ACTS.with(|cell| {
+            let mut mine = cell.try_borrow_mut().ok();
+            let mut fresh = Bf16Acts::default();
+            let acts = mine.as_deref_mut().unwrap_or(&mut fresh);
+            acts.fill(
+                mode,
+                xs,
+                cols,
+                groups.iter().map(|g| (g.first_in, g.n)),
+                min_tokens,
+            );
+            let jobs = Jobs {
+                avx512,
+                work_total,
+                panels: &Panels::default(),
+                acts: None,
+                int8_limit: 0,
+                bf16: Some(acts),
+            };
+            run_jobs(&matrix, groups, xs, out, &jobs);
+        });
+        return;
+    }
     let min_tokens = match (avx512 && x86::avx512f(), matrix(first.matrix).data) {
         (false, _) => usize::MAX,
         (true, WeightData::F32(_)) => GEMM_MIN_TOKENS_F32,
@@ -139,9 +175,15 @@ fn grouped_with<'w>(
         let panels = mine.as_deref_mut().unwrap_or(&mut fresh);
         pack_panels(panels, groups, xs, cols, min_tokens);
         let Some(block) = act_block else {
-            run_jobs(
-                &matrix, groups, xs, out, avx512, work_total, panels, None, 0,
-            );
+            let jobs = Jobs {
+                avx512,
+                work_total,
+                panels,
+                acts: None,
+                int8_limit: 0,
+                bf16: None,
+            };
+            run_jobs(&matrix, groups, xs, out, &jobs);
             return;
         };
         QUANT_ACTS.with(|cell| {
@@ -149,17 +191,15 @@ fn grouped_with<'w>(
             let mut fresh = QuantizedRows::default();
             let acts = mine.as_deref_mut().unwrap_or(&mut fresh);
             acts.quantize(xs, cols, block);
-            run_jobs(
-                &matrix,
-                groups,
-                xs,
-                out,
+            let jobs = Jobs {
                 avx512,
                 work_total,
                 panels,
-                Some(acts),
+                acts: Some(acts),
                 int8_limit,
-            );
+                bf16: None,
+            };
+            run_jobs(&matrix, groups, xs, out, &jobs);
         });
     });
 }
@@ -170,20 +210,40 @@ thread_local! {
         std::cell::RefCell::new(QuantizedRows::default());
 }
 
-/// The row-block tasks of [`grouped_with`], after its checks; `acts`, when given, is `xs`
-/// quantised for the int8 kernels, which the groups of at most `int8_limit` rows take.
-#[allow(clippy::too_many_arguments)]
+thread_local! {
+    /// The bf16 inputs of the native bf16 matmuls this thread calls.
+    static BF16_ACTS: std::cell::RefCell<Bf16Acts> = std::cell::RefCell::new(Bf16Acts::default());
+}
+
+/// What [`grouped_with`] prepared for its row-block tasks: `acts`, when given, is `xs`
+/// quantised for the int8 kernels, which the groups of at most `int8_limit` rows take;
+/// `bf16`, when given, is `xs` converted for the native bf16 kernels, which every group
+/// takes; `work_total` (multiply-adds) decides whether to wake the thread pool.
+struct Jobs<'a> {
+    avx512: bool,
+    work_total: usize,
+    panels: &'a Panels,
+    acts: Option<&'a QuantizedRows>,
+    int8_limit: usize,
+    bf16: Option<&'a Bf16Acts>,
+}
+
+/// The row-block tasks of [`grouped_with`], after its checks.
 fn run_jobs<'w>(
     matrix: &(impl Fn(usize) -> Matrix<'w> + Sync),
     groups: &[Group],
     xs: &[f32],
     out: &mut [f32],
-    avx512: bool,
-    work_total: usize,
-    panels: &Panels,
-    acts: Option<&QuantizedRows>,
-    int8_limit: usize,
+    jobs: &Jobs,
 ) {
+    let Jobs {
+        avx512,
+        work_total,
+        panels,
+        acts,
+        int8_limit,
+        bf16,
+    } = *jobs;
     let (rows, cols) = (matrix(groups[0].matrix).rows, matrix(groups[0].matrix).cols);
     let blocks = rows.div_ceil(ROW_BLOCK);
     let dst = OutPtr(out.as_mut_ptr());
@@ -208,6 +268,15 @@ fn run_jobs<'w>(
             stride: rows,
             r0,
         };
+        if let (Some(acts), WeightData::Bf16(d)) = (bf16, w.data) {
+            let bits = half::slice::HalfFloatSliceExt::reinterpret_cast(&d[r0 * cols..r1 * cols]);
+            // SAFETY: `bf16` is only prepared when `bf16::mode()` found the CPU features;
+            // it was filled for these groups with `cols` columns (panels only for an even
+            // `cols`); the slice is this task's rows r0..r1 (≤ ROW_BLOCK), and `o` may
+            // write them for tokens < g.n, as for the tiles below.
+            unsafe { bf16::run_block(bits, acts, acts.first[job / blocks], g.n, o) };
+            return;
+        }
         if let (Some(acts), WeightData::Quant { ty, bytes }) = (acts, w.data)
             && quant::activation_block(ty) == Some(acts.block)
             && g.n <= int8_limit
@@ -427,6 +496,70 @@ mod tests {
                                 "{rows}x{cols} n={n} [{t},{r}]: {a} vs {b}"
                             );
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The native bf16 kernels (both activation modes, the dot tiles and the pair panels)
+    /// against the exact dot in f64 of the bf16 weights and the activations the mode
+    /// defines: `x` itself for Split, `bf16(x)` for Round. A lane's chain of rounded
+    /// additions is at most `2·cols` long (two roundings per `vdpbf16ps` pair, twice as
+    /// many in Split) plus 4 of the horizontal sum, so the bound is `(4·cols + 8)·ε·Σ|w·x|`,
+    /// plus Split's representation error `2⁻¹⁸·Σ|w·x|`. (`vdpbf16ps` flushes subnormal
+    /// inputs; the test's values have none.) Skipped where the CPU lacks AVX512_BF16.
+    #[test]
+    fn bf16_native_kernels_equal_the_exact_dot() {
+        use bf16::{Bf16Mode, with_bf16_mode};
+        if !bf16::available() {
+            eprintln!("bf16_native_kernels_equal_the_exact_dot: no AVX512_BF16 here, skipped");
+            return;
+        }
+        for &(rows, cols, n) in &[
+            (1, 3, 1),
+            (7, 40, 1),
+            (37, 131, 5),
+            (70, 2048, 1),
+            (65, 2048, 67),
+            (33, 150, 45),
+            (9, 300, 40),
+            (40, 131, 41),
+        ] {
+            let wb: Vec<half::bf16> = (0..rows * cols)
+                .map(|i| half::bf16::from_f32(((i * 37 % 101) as f32 - 50.0) / 61.0))
+                .collect();
+            let xs: Vec<f32> = (0..n * cols)
+                .map(|i| ((i as f32) * 0.7311).sin() * 3.1)
+                .collect();
+            let m = Matrix::bf16(&wb, rows, cols);
+            for mode in [Bf16Mode::Split, Bf16Mode::Round] {
+                let mut fast = vec![0.0f32; n * rows];
+                with_bf16_mode(Some(mode), || m.matmul_with(&xs, &mut fast, true));
+                for t in 0..n {
+                    for r in 0..rows {
+                        let (mut exact, mut abs) = (0.0f64, 0.0f64);
+                        for c in 0..cols {
+                            let x = xs[t * cols + c];
+                            let x = match mode {
+                                Bf16Mode::Split => x,
+                                Bf16Mode::Round => half::bf16::from_f32(x).to_f32(),
+                            };
+                            let p = wb[r * cols + c].to_f32() as f64 * x as f64;
+                            exact += p;
+                            abs += p.abs();
+                        }
+                        let split = if mode == Bf16Mode::Split {
+                            2f64.powi(-18)
+                        } else {
+                            0.0
+                        };
+                        let bound = ((4 * cols + 8) as f64 * f32::EPSILON as f64 + split) * abs;
+                        let got = fast[t * rows + r] as f64;
+                        assert!(
+                            (got - exact).abs() <= bound,
+                            "{mode:?} {rows}x{cols} n={n} [{t},{r}]: {got} vs {exact} (bound {bound:e})"
+                        );
                     }
                 }
             }

@@ -22,6 +22,7 @@
 //! Every fast kernel is pinned equal to its reference by a test in the file that calls it.
 
 pub mod attention;
+pub mod bf16;
 pub mod exp;
 pub mod gemm;
 pub mod matmul;

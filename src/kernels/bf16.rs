@@ -1,0 +1,478 @@
+//! Native bf16 products (chapter 10) for CPUs with AVX512_BF16: `vdpbf16ps` multiplies 32
+//! pairs of bf16 numbers and adds each pair's two products into one of 16 f32 lanes, so a
+//! bf16 weight matrix is read as it is stored — no widening instruction per weight.
+//!
+//! The instruction wants both operands in bf16, so the activations are converted once per
+//! matmul call, on the calling thread, in one of two [`Bf16Mode`]s:
+//! - [`Bf16Mode::Split`] (the default): each activation `x` becomes `hi + lo`, both bf16,
+//!   `hi` the nearest bf16 to `x` and `lo` the nearest to `x − hi`, so `|x − hi − lo| ≤
+//!   2⁻¹⁸·|x|` and a product costs two `vdpbf16ps`. Logits stay within f32 rounding of
+//!   the widening kernels (transformers' f32-compute fixtures pass unchanged). Decode reads
+//!   32 weights a step either way and is bound by memory, not by the second instruction.
+//! - [`Bf16Mode::Round`] (`ANATOMY_BF16_ACTIVATIONS=round`): `x` rounded to bf16, as
+//!   llama.cpp's bf16 path and transformers' bf16 compute do; one instruction per pair,
+//!   twice the arithmetic rate of the f32 FMA path in prefill.
+//!
+//! Two kernels: register tiles of dot products (up to 4 rows × 4 tokens, 32 columns a
+//! step; decode and small expert groups) and, for groups of at least the panel threshold,
+//! an outer-product kernel over token panels whose columns are interleaved in pairs, with
+//! each weight pair broadcast as one 32-bit lane. `ANATOMY_NO_BF16=1` (or
+//! `ANATOMY_NO_AVX512`) turns the path off, to measure the widening kernels on the same
+//! CPU. Tests in `matmul.rs` pin both modes and both kernels to the reference.
+
+use std::cell::Cell;
+
+/// How the activations meet the bf16 weights (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bf16Mode {
+    Split,
+    Round,
+}
+
+thread_local! {
+    static OVERRIDE: Cell<Option<Option<Bf16Mode>>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with this thread's bf16 matmuls forced to `mode` (`None`: the widening
+/// kernels), whatever the environment says; the mode still needs the CPU ([`available`]).
+pub fn with_bf16_mode<R>(mode: Option<Bf16Mode>, f: impl FnOnce() -> R) -> R {
+    let before = OVERRIDE.with(|o| o.replace(Some(mode)));
+    let r = f();
+    OVERRIDE.with(|o| o.set(before));
+    r
+}
+
+/// Whether the CPU has what the kernels are compiled with: AVX-512F, BW and BF16.
+pub fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512bf16")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// The mode this thread's bf16 matmuls take now: the override if set, else the
+/// environment's choice; `None` when the CPU lacks AVX512_BF16 or the path is off.
+pub fn mode() -> Option<Bf16Mode> {
+    static ENV: std::sync::OnceLock<Option<Bf16Mode>> = std::sync::OnceLock::new();
+    let chosen = OVERRIDE.with(Cell::get).unwrap_or_else(|| {
+        *ENV.get_or_init(|| {
+            let off = |k: &str| std::env::var_os(k).is_some_and(|v| v != "0");
+            if off("ANATOMY_NO_BF16") || off("ANATOMY_NO_AVX512") {
+                None
+            } else if std::env::var("ANATOMY_BF16_ACTIVATIONS").is_ok_and(|v| v.trim() == "round") {
+                Some(Bf16Mode::Round)
+            } else {
+                Some(Bf16Mode::Split)
+            }
+        })
+    });
+    chosen.filter(|_| available())
+}
+
+/// The nearest bf16 to `x` (ties to even), as bits.
+fn bf16_bits(x: f32) -> u16 {
+    half::bf16::from_f32(x).to_bits()
+}
+
+/// `x` as `(hi, lo)` bf16 bits for `mode` (`lo = 0` when rounding). `x − hi` is exact in
+/// f32 (hi is within half a bf16 step of x, which has at least as many trailing bits).
+fn convert(x: f32, mode: Bf16Mode) -> (u16, u16) {
+    let hi = bf16_bits(x);
+    match mode {
+        Bf16Mode::Round => (hi, 0),
+        Bf16Mode::Split => (hi, bf16_bits(x - half::bf16::from_bits(hi).to_f32())),
+    }
+}
+
+/// Token panels interleaved in column pairs: for panel `p`, pair `k`, token `j` and half
+/// `h`, element `((p · pairs + k) · PANEL + j) · 2 + h` is column `2k + h` of token
+/// `p · PANEL + j` (zero-padded past `cols` and past the group's tokens).
+pub const PANEL: usize = super::PANEL;
+
+/// The activations of one grouped matmul in bf16: row-major rows for the groups that take
+/// the dot tiles, pair-interleaved panels for the others. Reused from call to call.
+#[derive(Default)]
+pub struct Bf16Acts {
+    pub mode: Option<Bf16Mode>,
+    pub cols: usize,
+    /// Per group: offset of its first row (`Rows`) or first panel (`Panels`) in `hi`/`lo`.
+    pub first: Vec<Layout>,
+    pub hi: Vec<u16>,
+    /// Empty in [`Bf16Mode::Round`].
+    pub lo: Vec<u16>,
+}
+
+/// Where a group's converted inputs start, and in which layout.
+#[derive(Clone, Copy, Debug)]
+pub enum Layout {
+    Rows(usize),
+    Panels(usize),
+}
+
+impl Bf16Acts {
+    /// Converts the input rows of `groups` (`(first_in, n)` each) from `xs` (`[·, cols]`):
+    /// groups of at least `min_tokens` rows into panels, the others into rows.
+    pub fn fill(
+        &mut self,
+        mode: Bf16Mode,
+        xs: &[f32],
+        cols: usize,
+        groups: impl Iterator<Item = (usize, usize)> + Clone,
+        min_tokens: usize,
+    ) {
+        let pairs = cols.div_ceil(2);
+        self.mode = Some(mode);
+        self.cols = cols;
+        self.first.clear();
+        let mut len = 0;
+        for (_, n) in groups.clone() {
+            if n >= min_tokens {
+                self.first.push(Layout::Panels(len));
+                len += n.div_ceil(PANEL) * pairs * PANEL * 2;
+            } else {
+                self.first.push(Layout::Rows(len));
+                len += n * cols;
+            }
+        }
+        let split = mode == Bf16Mode::Split;
+        self.hi.clear();
+        self.hi.resize(len, 0);
+        self.lo.clear();
+        self.lo.resize(if split { len } else { 0 }, 0);
+        for ((first_in, n), at) in groups.zip(&self.first) {
+            let rows = &xs[first_in * cols..(first_in + n) * cols];
+            match *at {
+                Layout::Rows(o) => {
+                    for (i, &x) in rows.iter().enumerate() {
+                        let (h, l) = convert(x, mode);
+                        self.hi[o + i] = h;
+                        if split {
+                            self.lo[o + i] = l;
+                        }
+                    }
+                }
+                Layout::Panels(o) => {
+                    for (t, row) in rows.chunks_exact(cols).enumerate() {
+                        let (p, j) = (t / PANEL, t % PANEL);
+                        for (c, &x) in row.iter().enumerate() {
+                            let at = o + ((p * pairs + c / 2) * PANEL + j) * 2 + c % 2;
+                            let (h, l) = convert(x, mode);
+                            self.hi[at] = h;
+                            if split {
+                                self.lo[at] = l;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Rows of bf16 weights (`w`, `[rows ≤ ROW_BLOCK, cols]` as bits) against one group's
+/// converted inputs, laid out as `at` says: the dot tiles for rows, the outer-product
+/// kernel for panels. `out` gets `[n, rows]` through [`Out::set`](super::Out).
+///
+/// # Safety
+/// [`available`] must be true; `acts` must have been filled for a group of `n` rows with
+/// `acts.cols` columns, `at` being that group's layout, and `w.len()` a multiple of
+/// `acts.cols` holding at most [`super::ROW_BLOCK`] rows; panels need an even `cols`;
+/// `out` may write rows `< w.len() / cols` for tokens `< n` (the contract of `Out::set`).
+pub(super) unsafe fn run_block(w: &[u16], acts: &Bf16Acts, at: Layout, n: usize, out: super::Out) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        kernels::run_block(w, acts, at, n, out)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (w, acts, at, n, out);
+        unreachable!("bf16 kernels: `available` is false off x86-64");
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod kernels {
+    use super::super::{Out, ROW_BLOCK};
+    use super::{Bf16Acts, Bf16Mode, Layout, PANEL};
+    use std::arch::x86_64::*;
+
+    /// See [`super::run_block`]; the same contract.
+    pub(super) unsafe fn run_block(w: &[u16], acts: &Bf16Acts, at: Layout, n: usize, out: Out) {
+        let cols = acts.cols;
+        let split = acts.mode == Some(Bf16Mode::Split);
+        assert!(
+            cols > 0 && w.len().is_multiple_of(cols),
+            "bf16 kernels: rows"
+        );
+        let rows = w.len() / cols;
+        assert!(rows <= ROW_BLOCK, "bf16 kernels: row block");
+        // SAFETY (both arms): the CPU features are the caller's contract (`available`);
+        // the slices handed on were bounds-checked here, and `out` is the caller's.
+        match at {
+            Layout::Rows(o) => {
+                let hi = &acts.hi[o..o + n * cols];
+                let lo = if split {
+                    &acts.lo[o..o + n * cols]
+                } else {
+                    &[][..]
+                };
+                unsafe { dot_tiles(w, cols, hi, lo, n, out) }
+            }
+            Layout::Panels(o) => {
+                assert!(
+                    cols.is_multiple_of(2),
+                    "bf16 kernels: panels need even columns"
+                );
+                let len = n.div_ceil(PANEL) * cols * PANEL;
+                let hi = &acts.hi[o..o + len];
+                let lo = if split { &acts.lo[o..o + len] } else { &[][..] };
+                unsafe {
+                    if split {
+                        panel_block::<true>(w, cols, hi, lo, n, out)
+                    } else {
+                        panel_block::<false>(w, cols, hi, lo, n, out)
+                    }
+                }
+            }
+        }
+    }
+
+    /// 32 bf16 at `p` as the instruction's operand type (`__m512bh` and `__m512i` are
+    /// both 64-byte vectors, so the transmute only renames the bits).
+    ///
+    /// # Safety
+    /// `p .. p + 32` must be readable; AVX-512F available.
+    #[inline(always)]
+    unsafe fn load32(p: *const u16) -> __m512bh {
+        // SAFETY: the caller's contract; the load is unaligned.
+        unsafe { std::mem::transmute(_mm512_loadu_si512(p as *const __m512i)) }
+    }
+
+    /// The first `k < 32` bf16 at `p`, the rest zero. A masked load reads nothing where the
+    /// mask is clear, so only `p .. p + k` must be readable.
+    ///
+    /// # Safety
+    /// `p .. p + k` readable; AVX-512BW available.
+    #[inline(always)]
+    unsafe fn load_first(p: *const u16, k: usize) -> __m512bh {
+        let mask: __mmask32 = (1u32 << k) - 1;
+        // SAFETY: the caller's contract; masked-off elements are not accessed.
+        unsafe { std::mem::transmute(_mm512_maskz_loadu_epi16(mask, p as *const i16)) }
+    }
+
+    /// Rows in groups of up to 4, tokens in groups of up to 4: a 4×4 tile holds 16
+    /// accumulators, 4 weight vectors and 2 input vectors in the 32 zmm registers.
+    ///
+    /// # Safety
+    /// AVX-512F/BW/BF16 available; `w` is `[rows, cols]`, `hi` (and `lo`, unless empty)
+    /// `[n, cols]`; `out` may write rows `< rows` for tokens `< n`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    unsafe fn dot_tiles(w: &[u16], cols: usize, hi: &[u16], lo: &[u16], n: usize, out: Out) {
+        let rows = w.len() / cols;
+        let mut r = 0;
+        while r < rows {
+            let rn = (rows - r).min(4);
+            let mut t = 0;
+            while t < n {
+                let tn = (n - t).min(4);
+                let args = (w, cols, hi, lo, out, r, t);
+                // SAFETY: rows r..r+rn ≤ rows and tokens t..t+tn ≤ n exist in the slices,
+                // and the tile writes only those rows and tokens; features as above.
+                unsafe {
+                    match (rn, tn) {
+                        (4, 4) => tile::<4, 4>(args),
+                        (4, 3) => tile::<4, 3>(args),
+                        (4, 2) => tile::<4, 2>(args),
+                        (4, 1) => tile::<4, 1>(args),
+                        (3, 4) => tile::<3, 4>(args),
+                        (3, 3) => tile::<3, 3>(args),
+                        (3, 2) => tile::<3, 2>(args),
+                        (3, 1) => tile::<3, 1>(args),
+                        (2, 4) => tile::<2, 4>(args),
+                        (2, 3) => tile::<2, 3>(args),
+                        (2, 2) => tile::<2, 2>(args),
+                        (2, 1) => tile::<2, 1>(args),
+                        (1, 4) => tile::<1, 4>(args),
+                        (1, 3) => tile::<1, 3>(args),
+                        (1, 2) => tile::<1, 2>(args),
+                        _ => tile::<1, 1>(args),
+                    }
+                }
+                t += tn;
+            }
+            r += rn;
+        }
+    }
+
+    type TileArgs<'a> = (&'a [u16], usize, &'a [u16], &'a [u16], Out, usize, usize);
+
+    // ANCHOR: bf16_tile
+    /// One R×T tile of dot products, 32 columns (one cache line of each weight row) a
+    /// step: `acc += w·hi (+ w·lo)` by `vdpbf16ps`, the `cols % 32` tail by masked loads.
+    ///
+    /// # Safety
+    /// As for [`dot_tiles`], rows `r..r+R` and tokens `t..t+T` existing.
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    unsafe fn tile<const R: usize, const T: usize>(args: TileArgs) {
+        let (w, cols, hi, lo, out, r, t) = args;
+        let split = !lo.is_empty();
+        let (wp, hp, lp) = (w.as_ptr(), hi.as_ptr(), lo.as_ptr());
+        let mut acc = [[_mm512_setzero_ps(); T]; R];
+        let main = cols / 32 * 32;
+        let mut c = 0;
+        while c < main {
+            for i in 0..R {
+                // The next tile's rows, one line ahead: the prefetcher stops at pages.
+                // A prefetch never faults; `wrapping_add` keeps the address defined.
+                _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add((r + R + i) * cols + c) as *const i8);
+            }
+            // SAFETY: rows r+i and tokens t+j exist and c + 32 ≤ cols.
+            let wv: [__m512bh; R] =
+                std::array::from_fn(|i| unsafe { load32(wp.add((r + i) * cols + c)) });
+            let xh: [__m512bh; T] =
+                std::array::from_fn(|j| unsafe { load32(hp.add((t + j) * cols + c)) });
+            step(&mut acc, wv, xh);
+            if split {
+                // SAFETY: `lo` has the shape of `hi` when it is not empty.
+                let xl: [__m512bh; T] =
+                    std::array::from_fn(|j| unsafe { load32(lp.add((t + j) * cols + c)) });
+                step(&mut acc, wv, xl);
+            }
+            c += 32;
+        }
+        if main < cols {
+            let k = cols - main;
+            // SAFETY: k < 32 elements from column `main` lie inside each row.
+            let wv: [__m512bh; R] =
+                std::array::from_fn(|i| unsafe { load_first(wp.add((r + i) * cols + main), k) });
+            let xh: [__m512bh; T] =
+                std::array::from_fn(|j| unsafe { load_first(hp.add((t + j) * cols + main), k) });
+            step(&mut acc, wv, xh);
+            if split {
+                // SAFETY: as above, in `lo`.
+                let xl: [__m512bh; T] = std::array::from_fn(|j| unsafe {
+                    load_first(lp.add((t + j) * cols + main), k)
+                });
+                step(&mut acc, wv, xl);
+            }
+        }
+        for (i, a) in acc.iter().enumerate() {
+            for (j, v) in a.iter().enumerate() {
+                // SAFETY: row r+i < rows and token t+j < n: the contract of `Out::set`.
+                unsafe { out.set(t + j, r + i, _mm512_reduce_add_ps(*v)) };
+            }
+        }
+    }
+    // ANCHOR_END: bf16_tile
+
+    /// `acc[i][j] += w_i · x_j` over 32 columns, by pairs.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    fn step<const R: usize, const T: usize>(
+        acc: &mut [[__m512; T]; R],
+        wv: [__m512bh; R],
+        x: [__m512bh; T],
+    ) {
+        for (a, wi) in acc.iter_mut().zip(&wv) {
+            for (aj, xj) in a.iter_mut().zip(&x) {
+                *aj = _mm512_dpbf16_ps(*aj, *wi, *xj);
+            }
+        }
+    }
+
+    // ANCHOR: bf16_panel
+    /// Rows of `w` against panels of [`PANEL`] tokens as outer products: a step of the
+    /// 8-row × 32-token tile broadcasts one weight pair of each row (one 32-bit lane) and
+    /// multiplies it into the 32 tokens' column pairs (two vectors, two more for `lo`).
+    /// Pairs go in blocks of KP, the accumulators parked in `acc` between blocks, so the
+    /// panel's block stays in L1 for every 8-row micro-panel (as in `x86::gemm_block`).
+    ///
+    /// # Safety
+    /// AVX-512F/BW/BF16 available; `cols` even; `w` is `[rows, cols]`; `hi` (and `lo` when
+    /// SPLIT) hold `ceil(n / PANEL)` panels of `cols / 2` pairs; `out` may write rows
+    /// `< rows` for tokens `< n`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    unsafe fn panel_block<const SPLIT: bool>(
+        w: &[u16],
+        cols: usize,
+        hi: &[u16],
+        lo: &[u16],
+        n: usize,
+        out: Out,
+    ) {
+        const MR: usize = 8;
+        const KP: usize = 64;
+        let pairs = cols / 2;
+        let nr = w.len() / cols;
+        let micro = nr.div_ceil(MR);
+        let mut acc = [[_mm512_setzero_ps(); 2]; ROW_BLOCK.div_ceil(MR) * MR];
+        for p in 0..n.div_ceil(PANEL) {
+            let base = p * pairs * PANEL * 2;
+            let (hp, lp) = (
+                hi[base..].as_ptr(),
+                if SPLIT {
+                    lo[base..].as_ptr()
+                } else {
+                    hi.as_ptr()
+                },
+            );
+            let tokens = (n - p * PANEL).min(PANEL);
+            acc.fill([_mm512_setzero_ps(); 2]);
+            for k0 in (0..pairs).step_by(KP) {
+                for m in 0..micro {
+                    // Rows past the block's last repeat it; their sums are never stored.
+                    let rowp: [*const u16; MR] =
+                        std::array::from_fn(|i| w[(m * MR + i).min(nr - 1) * cols..].as_ptr());
+                    let mut a = [[_mm512_setzero_ps(); 2]; MR];
+                    a.copy_from_slice(&acc[m * MR..(m + 1) * MR]);
+                    for k in k0..(k0 + KP).min(pairs) {
+                        // SAFETY: pair k of the panel is 64 elements at k·64 (< pairs·64).
+                        let (x0, x1) =
+                            unsafe { (load32(hp.add(k * 64)), load32(hp.add(k * 64 + 32))) };
+                        // SAFETY: as above, in `lo` (only read when SPLIT).
+                        let (l0, l1) = if SPLIT {
+                            unsafe { (load32(lp.add(k * 64)), load32(lp.add(k * 64 + 32))) }
+                        } else {
+                            (x0, x1)
+                        };
+                        for (ai, rp) in a.iter_mut().zip(&rowp) {
+                            // SAFETY: columns 2k, 2k+1 < cols of a row of `w`; the read is
+                            // unaligned (rows are 2-byte aligned).
+                            let pair = unsafe { (rp.add(2 * k) as *const i32).read_unaligned() };
+                            // SAFETY: same-size vectors: the transmute renames the bits.
+                            let b: __m512bh =
+                                unsafe { std::mem::transmute(_mm512_set1_epi32(pair)) };
+                            ai[0] = _mm512_dpbf16_ps(ai[0], b, x0);
+                            ai[1] = _mm512_dpbf16_ps(ai[1], b, x1);
+                            if SPLIT {
+                                ai[0] = _mm512_dpbf16_ps(ai[0], b, l0);
+                                ai[1] = _mm512_dpbf16_ps(ai[1], b, l1);
+                            }
+                        }
+                    }
+                    acc[m * MR..(m + 1) * MR].copy_from_slice(&a);
+                }
+            }
+            for (i, a) in acc.iter().enumerate().take(nr) {
+                let mut lanes = [0.0f32; PANEL];
+                // SAFETY: `lanes` holds the 32 floats the two stores write.
+                unsafe {
+                    _mm512_storeu_ps(lanes.as_mut_ptr(), a[0]);
+                    _mm512_storeu_ps(lanes.as_mut_ptr().add(16), a[1]);
+                }
+                for (j, &v) in lanes.iter().enumerate().take(tokens) {
+                    // SAFETY: row i < rows and token p·PANEL + j < n: `Out::set`'s contract.
+                    unsafe { out.set(p * PANEL + j, i, v) };
+                }
+            }
+        }
+    }
+    // ANCHOR_END: bf16_panel
+}
