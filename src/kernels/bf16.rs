@@ -4,19 +4,24 @@
 //!
 //! The instruction wants both operands in bf16, so the activations are converted once per
 //! matmul call, on the calling thread, in one of two [`Bf16Mode`]s:
-//! - [`Bf16Mode::Split`] (the default): each activation `x` becomes `hi + lo`, both bf16,
-//!   `hi` the nearest bf16 to `x` and `lo` the nearest to `x − hi`, so `|x − hi − lo| ≤
-//!   2⁻¹⁸·|x|` and a product costs two `vdpbf16ps`. Logits stay within f32 rounding of
-//!   the widening kernels (transformers' f32-compute fixtures pass unchanged). Decode reads
-//!   32 weights a step either way and is bound by memory, not by the second instruction.
+//! - [`Bf16Mode::Split`] (the default): each activation `x` becomes three bf16 pieces,
+//!   each the nearest bf16 to what the ones before it left, so `|x − Σ pieces| ≤
+//!   2⁻²⁷·|x|`, below f32's own rounding (2⁻²⁴), and a product costs three `vdpbf16ps`.
+//!   Logits stay within f32 rounding of the widening kernels, so transformers'
+//!   f32-compute fixtures pass unchanged (two pieces, 2⁻¹⁸, measured 3.3e-5 on the
+//!   bf16_sharded fixture: past its 1e-5). Decode reads 32 weights a step whatever the
+//!   pieces and is bound by memory, not by the instructions; prefill, bound by arithmetic,
+//!   would be slower than the f32 FMA path, so in this mode groups of prefill size take
+//!   the widening kernels (`x86::gemm_block`).
 //! - [`Bf16Mode::Round`] (`ANATOMY_BF16_ACTIVATIONS=round`): `x` rounded to bf16, as
 //!   llama.cpp's bf16 path and transformers' bf16 compute do; one instruction per pair,
-//!   twice the arithmetic rate of the f32 FMA path in prefill.
+//!   twice the arithmetic rate of the f32 FMA path in prefill (tests/bf16_compute.rs
+//!   measures the logit error against transformers' f32 and bf16 computations).
 //!
 //! Two kernels: register tiles of dot products (up to 4 rows × 4 tokens, 32 columns a
-//! step; decode and small expert groups) and, for groups of at least the panel threshold,
-//! an outer-product kernel over token panels whose columns are interleaved in pairs, with
-//! each weight pair broadcast as one 32-bit lane. `ANATOMY_NO_BF16=1` (or
+//! step; decode and small expert groups) and, in Round mode for groups of at least the
+//! panel threshold, an outer-product kernel over token panels whose columns are
+//! interleaved in pairs, with each weight pair broadcast as one 32-bit lane. `ANATOMY_NO_BF16=1` (or
 //! `ANATOMY_NO_AVX512`) turns the path off, to measure the widening kernels on the same
 //! CPU. Tests in `matmul.rs` pin both modes and both kernels to the reference.
 
@@ -80,14 +85,25 @@ fn bf16_bits(x: f32) -> u16 {
     half::bf16::from_f32(x).to_bits()
 }
 
-/// `x` as `(hi, lo)` bf16 bits for `mode` (`lo = 0` when rounding). `x − hi` is exact in
-/// f32 (hi is within half a bf16 step of x, which has at least as many trailing bits).
-fn convert(x: f32, mode: Bf16Mode) -> (u16, u16) {
-    let hi = bf16_bits(x);
+/// Activation pieces per mode.
+pub fn pieces(mode: Bf16Mode) -> usize {
     match mode {
-        Bf16Mode::Round => (hi, 0),
-        Bf16Mode::Split => (hi, bf16_bits(x - half::bf16::from_bits(hi).to_f32())),
+        Bf16Mode::Split => 3,
+        Bf16Mode::Round => 1,
     }
+}
+
+/// `x` as its bf16 pieces for `mode` (the unused ones 0). Each remainder `x − piece` is
+/// exact in f32: a piece is within half a bf16 step of what it rounds, and that has at
+/// least as many trailing bits.
+fn convert(x: f32, mode: Bf16Mode) -> [u16; 3] {
+    let mut out = [0u16; 3];
+    let mut rest = x;
+    for o in out.iter_mut().take(pieces(mode)) {
+        *o = bf16_bits(rest);
+        rest -= half::bf16::from_bits(*o).to_f32();
+    }
+    out
 }
 
 /// Token panels interleaved in column pairs: for panel `p`, pair `k`, token `j` and half
@@ -101,11 +117,11 @@ pub const PANEL: usize = super::PANEL;
 pub struct Bf16Acts {
     pub mode: Option<Bf16Mode>,
     pub cols: usize,
-    /// Per group: offset of its first row (`Rows`) or first panel (`Panels`) in `hi`/`lo`.
+    /// Per group: offset of its first row (`Rows`) or first panel (`Panels`) in `pieces`.
     pub first: Vec<Layout>,
-    pub hi: Vec<u16>,
-    /// Empty in [`Bf16Mode::Round`].
-    pub lo: Vec<u16>,
+    /// The activations' pieces, each in the same layout; only the first is filled in
+    /// [`Bf16Mode::Round`].
+    pub pieces: [Vec<u16>; 3],
 }
 
 /// Where a group's converted inputs start, and in which layout.
@@ -140,20 +156,18 @@ impl Bf16Acts {
                 len += n * cols;
             }
         }
-        let split = mode == Bf16Mode::Split;
-        self.hi.clear();
-        self.hi.resize(len, 0);
-        self.lo.clear();
-        self.lo.resize(if split { len } else { 0 }, 0);
+        let count = pieces(mode);
+        for (k, p) in self.pieces.iter_mut().enumerate() {
+            p.clear();
+            p.resize(if k < count { len } else { 0 }, 0);
+        }
         for ((first_in, n), at) in groups.zip(&self.first) {
             let rows = &xs[first_in * cols..(first_in + n) * cols];
             match *at {
                 Layout::Rows(o) => {
                     for (i, &x) in rows.iter().enumerate() {
-                        let (h, l) = convert(x, mode);
-                        self.hi[o + i] = h;
-                        if split {
-                            self.lo[o + i] = l;
+                        for (p, v) in self.pieces.iter_mut().zip(convert(x, mode)).take(count) {
+                            p[o + i] = v;
                         }
                     }
                 }
@@ -162,10 +176,8 @@ impl Bf16Acts {
                         let (p, j) = (t / PANEL, t % PANEL);
                         for (c, &x) in row.iter().enumerate() {
                             let at = o + ((p * pairs + c / 2) * PANEL + j) * 2 + c % 2;
-                            let (h, l) = convert(x, mode);
-                            self.hi[at] = h;
-                            if split {
-                                self.lo[at] = l;
+                            for (p, v) in self.pieces.iter_mut().zip(convert(x, mode)).take(count) {
+                                p[at] = v;
                             }
                         }
                     }
@@ -206,9 +218,9 @@ mod kernels {
     /// See [`super::run_block`]; the same contract.
     pub(super) unsafe fn run_block(w: &[u16], acts: &Bf16Acts, at: Layout, n: usize, out: Out) {
         let cols = acts.cols;
-        let split = acts.mode == Some(Bf16Mode::Split);
+        let count = acts.mode.map_or(0, super::pieces);
         assert!(
-            cols > 0 && w.len().is_multiple_of(cols),
+            cols > 0 && w.len().is_multiple_of(cols) && count > 0,
             "bf16 kernels: rows"
         );
         let rows = w.len() / cols;
@@ -217,29 +229,19 @@ mod kernels {
         // the slices handed on were bounds-checked here, and `out` is the caller's.
         match at {
             Layout::Rows(o) => {
-                let hi = &acts.hi[o..o + n * cols];
-                let lo = if split {
-                    &acts.lo[o..o + n * cols]
-                } else {
-                    &[][..]
-                };
-                unsafe { dot_tiles(w, cols, hi, lo, n, out) }
+                let x: [&[u16]; 3] = std::array::from_fn(|k| {
+                    let p = &acts.pieces[k.min(count - 1)];
+                    &p[o..o + n * cols]
+                });
+                unsafe { dot_tiles(w, cols, &x[..count], n, out) }
             }
             Layout::Panels(o) => {
                 assert!(
-                    cols.is_multiple_of(2),
-                    "bf16 kernels: panels need even columns"
+                    cols.is_multiple_of(2) && acts.mode == Some(Bf16Mode::Round),
+                    "bf16 kernels: panels need even columns and rounded activations"
                 );
                 let len = n.div_ceil(PANEL) * cols * PANEL;
-                let hi = &acts.hi[o..o + len];
-                let lo = if split { &acts.lo[o..o + len] } else { &[][..] };
-                unsafe {
-                    if split {
-                        panel_block::<true>(w, cols, hi, lo, n, out)
-                    } else {
-                        panel_block::<false>(w, cols, hi, lo, n, out)
-                    }
-                }
+                unsafe { panel_block(w, cols, &acts.pieces[0][o..o + len], n, out) }
             }
         }
     }
@@ -268,13 +270,13 @@ mod kernels {
     }
 
     /// Rows in groups of up to 4, tokens in groups of up to 4: a 4×4 tile holds 16
-    /// accumulators, 4 weight vectors and 2 input vectors in the 32 zmm registers.
+    /// accumulators, 4 weight vectors and 4 input vectors in the 32 zmm registers.
     ///
     /// # Safety
-    /// AVX-512F/BW/BF16 available; `w` is `[rows, cols]`, `hi` (and `lo`, unless empty)
+    /// AVX-512F/BW/BF16 available; `w` is `[rows, cols]`, each of the 1 to 3 pieces `x`
     /// `[n, cols]`; `out` may write rows `< rows` for tokens `< n`.
     #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-    unsafe fn dot_tiles(w: &[u16], cols: usize, hi: &[u16], lo: &[u16], n: usize, out: Out) {
+    unsafe fn dot_tiles(w: &[u16], cols: usize, x: &[&[u16]], n: usize, out: Out) {
         let rows = w.len() / cols;
         let mut r = 0;
         while r < rows {
@@ -282,7 +284,7 @@ mod kernels {
             let mut t = 0;
             while t < n {
                 let tn = (n - t).min(4);
-                let args = (w, cols, hi, lo, out, r, t);
+                let args = (w, cols, x, out, r, t);
                 // SAFETY: rows r..r+rn ≤ rows and tokens t..t+tn ≤ n exist in the slices,
                 // and the tile writes only those rows and tokens; features as above.
                 unsafe {
@@ -311,39 +313,35 @@ mod kernels {
         }
     }
 
-    type TileArgs<'a> = (&'a [u16], usize, &'a [u16], &'a [u16], Out, usize, usize);
+    type TileArgs<'a> = (&'a [u16], usize, &'a [&'a [u16]], Out, usize, usize);
 
     // ANCHOR: bf16_tile
     /// One R×T tile of dot products, 32 columns (one cache line of each weight row) a
-    /// step: `acc += w·hi (+ w·lo)` by `vdpbf16ps`, the `cols % 32` tail by masked loads.
+    /// step: `acc += w·x` by `vdpbf16ps` for each piece of `x`, the `cols % 32` tail by
+    /// masked loads.
     ///
     /// # Safety
     /// As for [`dot_tiles`], rows `r..r+R` and tokens `t..t+T` existing.
     #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
     unsafe fn tile<const R: usize, const T: usize>(args: TileArgs) {
-        let (w, cols, hi, lo, out, r, t) = args;
-        let split = !lo.is_empty();
-        let (wp, hp, lp) = (w.as_ptr(), hi.as_ptr(), lo.as_ptr());
+        let (w, cols, x, out, r, t) = args;
+        let wp = w.as_ptr();
         let mut acc = [[_mm512_setzero_ps(); T]; R];
         let main = cols / 32 * 32;
         let mut c = 0;
         while c < main {
-            for i in 0..R {
-                // The next tile's rows, one line ahead: the prefetcher stops at pages.
-                // A prefetch never faults; `wrapping_add` keeps the address defined.
-                _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add((r + R + i) * cols + c) as *const i8);
-            }
-            // SAFETY: rows r+i and tokens t+j exist and c + 32 ≤ cols.
+            // No software prefetch: measured on the 1 GB probe matrix (Zen 4, 2 threads),
+            // prefetching the next tile's rows or lines ahead in these rows read slower
+            // (26–28 GB/s) than the hardware prefetcher alone (≈ 30 GB/s).
+            // SAFETY: rows r+i exist and c + 32 ≤ cols.
             let wv: [__m512bh; R] =
                 std::array::from_fn(|i| unsafe { load32(wp.add((r + i) * cols + c)) });
-            let xh: [__m512bh; T] =
-                std::array::from_fn(|j| unsafe { load32(hp.add((t + j) * cols + c)) });
-            step(&mut acc, wv, xh);
-            if split {
-                // SAFETY: `lo` has the shape of `hi` when it is not empty.
-                let xl: [__m512bh; T] =
-                    std::array::from_fn(|j| unsafe { load32(lp.add((t + j) * cols + c)) });
-                step(&mut acc, wv, xl);
+            for piece in x {
+                // SAFETY: tokens t+j exist in every piece and c + 32 ≤ cols.
+                let xv: [__m512bh; T] = std::array::from_fn(|j| unsafe {
+                    load32(piece.as_ptr().add((t + j) * cols + c))
+                });
+                step(&mut acc, wv, xv);
             }
             c += 32;
         }
@@ -352,15 +350,12 @@ mod kernels {
             // SAFETY: k < 32 elements from column `main` lie inside each row.
             let wv: [__m512bh; R] =
                 std::array::from_fn(|i| unsafe { load_first(wp.add((r + i) * cols + main), k) });
-            let xh: [__m512bh; T] =
-                std::array::from_fn(|j| unsafe { load_first(hp.add((t + j) * cols + main), k) });
-            step(&mut acc, wv, xh);
-            if split {
-                // SAFETY: as above, in `lo`.
-                let xl: [__m512bh; T] = std::array::from_fn(|j| unsafe {
-                    load_first(lp.add((t + j) * cols + main), k)
+            for piece in x {
+                // SAFETY: as above, in each piece.
+                let xv: [__m512bh; T] = std::array::from_fn(|j| unsafe {
+                    load_first(piece.as_ptr().add((t + j) * cols + main), k)
                 });
-                step(&mut acc, wv, xl);
+                step(&mut acc, wv, xv);
             }
         }
         for (i, a) in acc.iter().enumerate() {
@@ -390,23 +385,16 @@ mod kernels {
     // ANCHOR: bf16_panel
     /// Rows of `w` against panels of [`PANEL`] tokens as outer products: a step of the
     /// 8-row × 32-token tile broadcasts one weight pair of each row (one 32-bit lane) and
-    /// multiplies it into the 32 tokens' column pairs (two vectors, two more for `lo`).
+    /// multiplies it into the 32 tokens' column pairs (two vectors).
     /// Pairs go in blocks of KP, the accumulators parked in `acc` between blocks, so the
     /// panel's block stays in L1 for every 8-row micro-panel (as in `x86::gemm_block`).
     ///
     /// # Safety
-    /// AVX-512F/BW/BF16 available; `cols` even; `w` is `[rows, cols]`; `hi` (and `lo` when
-    /// SPLIT) hold `ceil(n / PANEL)` panels of `cols / 2` pairs; `out` may write rows
-    /// `< rows` for tokens `< n`.
+    /// AVX-512F/BW/BF16 available; `cols` even; `w` is `[rows, cols]`; `x` holds
+    /// `ceil(n / PANEL)` panels of `cols / 2` pairs; `out` may write rows `< rows` for
+    /// tokens `< n`.
     #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-    unsafe fn panel_block<const SPLIT: bool>(
-        w: &[u16],
-        cols: usize,
-        hi: &[u16],
-        lo: &[u16],
-        n: usize,
-        out: Out,
-    ) {
+    unsafe fn panel_block(w: &[u16], cols: usize, x: &[u16], n: usize, out: Out) {
         const MR: usize = 8;
         const KP: usize = 64;
         let pairs = cols / 2;
@@ -415,14 +403,7 @@ mod kernels {
         let mut acc = [[_mm512_setzero_ps(); 2]; ROW_BLOCK.div_ceil(MR) * MR];
         for p in 0..n.div_ceil(PANEL) {
             let base = p * pairs * PANEL * 2;
-            let (hp, lp) = (
-                hi[base..].as_ptr(),
-                if SPLIT {
-                    lo[base..].as_ptr()
-                } else {
-                    hi.as_ptr()
-                },
-            );
+            let hp = x[base..].as_ptr();
             let tokens = (n - p * PANEL).min(PANEL);
             acc.fill([_mm512_setzero_ps(); 2]);
             for k0 in (0..pairs).step_by(KP) {
@@ -436,12 +417,6 @@ mod kernels {
                         // SAFETY: pair k of the panel is 64 elements at k·64 (< pairs·64).
                         let (x0, x1) =
                             unsafe { (load32(hp.add(k * 64)), load32(hp.add(k * 64 + 32))) };
-                        // SAFETY: as above, in `lo` (only read when SPLIT).
-                        let (l0, l1) = if SPLIT {
-                            unsafe { (load32(lp.add(k * 64)), load32(lp.add(k * 64 + 32))) }
-                        } else {
-                            (x0, x1)
-                        };
                         for (ai, rp) in a.iter_mut().zip(&rowp) {
                             // SAFETY: columns 2k, 2k+1 < cols of a row of `w`; the read is
                             // unaligned (rows are 2-byte aligned).
@@ -451,10 +426,6 @@ mod kernels {
                                 unsafe { std::mem::transmute(_mm512_set1_epi32(pair)) };
                             ai[0] = _mm512_dpbf16_ps(ai[0], b, x0);
                             ai[1] = _mm512_dpbf16_ps(ai[1], b, x1);
-                            if SPLIT {
-                                ai[0] = _mm512_dpbf16_ps(ai[0], b, l0);
-                                ai[1] = _mm512_dpbf16_ps(ai[1], b, l1);
-                            }
                         }
                     }
                     acc[m * MR..(m + 1) * MR].copy_from_slice(&a);
