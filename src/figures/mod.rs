@@ -115,6 +115,11 @@ pub const FIGURES: &[Figure] = &[
         draw: train::train_curves,
     },
     Figure {
+        name: "tok_bos_sink",
+        size: (900, 420),
+        draw: tokenizer::tok_bos_sink,
+    },
+    Figure {
         name: "train_collapse",
         size: (1260, 420),
         draw: train_dynamics::train_collapse,

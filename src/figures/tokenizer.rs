@@ -147,3 +147,78 @@ fn histogram(values: impl Iterator<Item = f64>, lo: f64, hi: f64, bins: usize) -
     }
     h
 }
+
+/// `tok.bos_sink` on the bundled model: each head's mean attention on the first position of
+/// held-out windows (transformers' eager attention, recorded in `attention_sink.json` and
+/// pinned to ours by the claim), grouped by layer, against the share equal attention over
+/// the causal prefix would give and the claim's 4× rule.
+pub(super) fn tok_bos_sink(root: &Area) -> DrawResult {
+    root.fill(&WHITE)?;
+    let path = crate::qwen3::trained::trained_dir().join("attention_sink.json");
+    let doc = crate::error::read_json(&path)?;
+    let layers: Vec<Vec<f64>> = doc["first_position_share"]
+        .as_array()
+        .map(|ls| {
+            ls.iter()
+                .map(|h| {
+                    h.as_array()
+                        .map(|v| v.iter().filter_map(|x| x.as_f64()).collect())
+                        .unwrap_or_default()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let uniform = doc["uniform_share"].as_f64().unwrap_or(0.0);
+    let heads = layers.iter().map(Vec::len).max().unwrap_or(0);
+    let bars = layers.len() * (heads + 1);
+    let top = layers
+        .iter()
+        .flatten()
+        .copied()
+        .fold(4.0 * uniform, f64::max)
+        * 1.15;
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            "attention on the first position, per layer and head (bundled model)",
+            ("sans-serif", 17),
+        )
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0f64..bars.max(1) as f64, 0f64..top.max(0.01))?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_desc("layer (one bar per head)")
+        .y_desc("mean attention probability")
+        .x_labels(layers.len().max(1))
+        .x_label_formatter(&|x| {
+            let l = (*x / (heads + 1) as f64).floor() as usize;
+            format!("layer {l}")
+        })
+        .draw()?;
+    let blue = RGBColor(30, 100, 200);
+    for (l, hs) in layers.iter().enumerate() {
+        chart.draw_series(hs.iter().enumerate().map(|(h, &v)| {
+            let x = (l * (heads + 1) + h) as f64 + 0.5;
+            Rectangle::new([(x, 0.0), (x + 0.8, v)], blue.filled())
+        }))?;
+    }
+    let span = vec![(0.0, uniform), (bars as f64, uniform)];
+    let grey = RGBColor(120, 120, 120).stroke_width(2);
+    chart
+        .draw_series(LineSeries::new(span.clone(), grey))?
+        .label("equal attention over the prefix")
+        .legend(line_key(grey));
+    let red = RGBColor(200, 30, 60).stroke_width(2);
+    chart
+        .draw_series(DashedLineSeries::new(
+            span.iter().map(|&(x, y)| (x, 4.0 * y)),
+            6,
+            4,
+            red,
+        ))?
+        .label("4× that: the claim's sink rule")
+        .legend(line_key(red));
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)
+}
