@@ -170,7 +170,9 @@ pub(super) fn tok_bos_sink(root: &Area) -> DrawResult {
         .unwrap_or_default();
     let uniform = doc["uniform_share"].as_f64().unwrap_or(0.0);
     let heads = layers.iter().map(Vec::len).max().unwrap_or(0);
-    let bars = layers.len() * (heads + 1);
+    let n_layers = layers.len().max(1) as f64;
+    // Layer l's heads share the slot l − 0.4 .. l + 0.4, so the axis labels fall on layers.
+    let width = 0.8 / heads.max(1) as f64;
     let top = layers
         .iter()
         .flatten()
@@ -185,26 +187,23 @@ pub(super) fn tok_bos_sink(root: &Area) -> DrawResult {
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(56)
-        .build_cartesian_2d(0f64..bars.max(1) as f64, 0f64..top.max(0.01))?;
+        .build_cartesian_2d(-0.5f64..n_layers - 0.5, 0f64..top.max(0.01))?;
     chart
         .configure_mesh()
         .disable_x_mesh()
         .x_desc("layer (one bar per head)")
         .y_desc("mean attention probability")
         .x_labels(layers.len().max(1))
-        .x_label_formatter(&|x| {
-            let l = (*x / (heads + 1) as f64).floor() as usize;
-            format!("layer {l}")
-        })
+        .x_label_formatter(&|x| format!("layer {x:.0}"))
         .draw()?;
     let blue = RGBColor(30, 100, 200);
     for (l, hs) in layers.iter().enumerate() {
         chart.draw_series(hs.iter().enumerate().map(|(h, &v)| {
-            let x = (l * (heads + 1) + h) as f64 + 0.5;
-            Rectangle::new([(x, 0.0), (x + 0.8, v)], blue.filled())
+            let x = l as f64 - 0.4 + h as f64 * width;
+            Rectangle::new([(x, 0.0), (x + 0.85 * width, v)], blue.filled())
         }))?;
     }
-    let span = vec![(0.0, uniform), (bars as f64, uniform)];
+    let span = vec![(-0.5, uniform), (n_layers - 0.5, uniform)];
     let grey = RGBColor(120, 120, 120).stroke_width(2);
     chart
         .draw_series(LineSeries::new(span.clone(), grey))?
