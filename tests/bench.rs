@@ -48,7 +48,7 @@ fn bench_tiny_reports_sane_rates_and_fractions() {
     assert!(r.peak_rss_bytes > 0);
     // The ceiling is the best of every pattern, and every pattern is kept.
     let m = &r.machine;
-    assert_eq!(m.read_patterns.len(), 6, "{:?}", m.read_patterns);
+    assert_eq!(m.read_patterns.len(), 7, "{:?}", m.read_patterns);
     let best = m.read_patterns.iter().map(|p| p.gb_s).fold(0.0, f64::max);
     assert_eq!(m.mem_read_gb_s, best);
     assert!(m.read_patterns.iter().any(|p| p.name == m.mem_read_pattern));

@@ -8,8 +8,11 @@
 //! the f32 FMA peak divided by those FLOPs. [`run`] measures both limits (a STREAM-style
 //! read and triad, a register-resident FMA loop) and the model's prefill and decode rates on
 //! the same machine, and reports the fraction of each ceiling reached. The read ceiling is
-//! the best of several access patterns ([`probes`]), including the engine's own matvec over
-//! anonymous and memory-mapped memory; [`check_ceiling`] refuses a decode that beats it.
+//! the best of several access patterns ([`probes`]: streaming loops with the widest loads,
+//! and the engine's own matvec over anonymous memory and over a memory-mapped safetensors
+//! file, on buffers at least 4 × the last-level cache); [`check_ceiling`] refuses a decode
+//! that beats it. `ANATOMY_NO_AVX512` and `ANATOMY_PROBE_PORTABLE` narrow the probes' loads
+//! (see [`probes`]).
 
 use crate::error::{Error, Result};
 use crate::kernels::{Matrix, WeightData};
@@ -34,7 +37,8 @@ pub struct BenchOptions {
     pub threads: usize,
     /// Bytes the read patterns stream: the three arrays of the streaming patterns and the
     /// triad together, and the random bf16 matrix of the matvec patterns (written once to a
-    /// temporary file too, for the memory-mapped one). Must dwarf the caches.
+    /// temporary file too, for the memory-mapped one). Raised to 4 × the last-level cache
+    /// if smaller ([`probes::probe_bytes`]).
     pub stream_bytes: usize,
     /// Repetitions of the prefill and of the decode run; the median is reported.
     pub reps: usize,
@@ -61,13 +65,19 @@ pub struct Machine {
     pub mem_read_gb_s: f64,
     /// Which pattern reached it.
     pub mem_read_pattern: String,
-    /// Every read pattern over buffers far larger than the caches, best of its passes.
+    /// Every read pattern on all threads, best of its passes.
     pub read_patterns: Vec<ReadPattern>,
+    /// The same patterns on one thread.
+    pub read_patterns_1t: Vec<ReadPattern>,
     /// Patterns that could not run, each with why (the memory-mapped one needs a temporary
     /// file).
     pub skipped_patterns: Vec<String>,
-    /// The best streaming pattern on one thread.
+    /// The best pattern on one thread.
     pub mem_read_1t_gb_s: f64,
+    /// Bytes of each pattern's buffers (at least 4 × `llc_bytes`).
+    pub probe_bytes: usize,
+    /// The last-level cache, from sysfs (`None` where it does not say).
+    pub llc_bytes: Option<u64>,
     /// STREAM triad `a = b + s·c`, counted as 3 arrays moved (GB/s).
     pub mem_triad_gb_s: f64,
     /// f32 fused multiply-adds from registers, 2 FLOPs each (GFLOP/s), one thread.
@@ -77,11 +87,14 @@ pub struct Machine {
     /// Which FMA loop ran: the widest the matmul kernels use ("avx512f", "avx2+fma" or
     /// "scalar"), so the ceiling is the one our kernels could reach.
     pub fma_kernel: &'static str,
-    /// Int8 dot products (u8 × i8 multiply-adds, 2 ops each), all threads (GOP/s); `None`
-    /// when the CPU has no such instructions.
+    /// Int8 dot products of `vpdpbusd` (u8 × i8 multiply-adds, 2 ops each), all threads
+    /// (GOP/s); `None` when the CPU has no VNNI.
     pub int8_gop_s: Option<f64>,
-    /// "avx512vnni", "avxvnni", "avx2" or "not supported by this CPU".
+    /// "avx512vnni", "avxvnni" or "not supported by this CPU".
     pub int8_kernel: &'static str,
+    /// The same products by AVX2's three-instruction sequence (the int8 kernels' path
+    /// without VNNI), all threads (GOP/s); `None` without AVX2.
+    pub int8_maddubs_gop_s: Option<f64>,
     /// Bf16 dot products (`vdpbf16ps`, 2 FLOPs per pair), all threads (GFLOP/s).
     pub bf16_gflop_s: Option<f64>,
     /// "avx512bf16" or "not supported by this CPU".
@@ -122,6 +135,9 @@ pub struct BenchReport {
     pub prefill_runs: Vec<f64>,
     pub decode_runs: Vec<f64>,
     pub mem_bandwidth_gb_s: f64,
+    /// Weight bytes the median decode read per second: `decode_tok_s ×
+    /// work.decode_bytes_per_token` (GB/s), what [`check_ceiling`] holds against the ceiling.
+    pub decode_read_gb_s: f64,
     /// Read bandwidth / decode bytes per token.
     pub decode_ceiling_tok_s: f64,
     pub decode_roofline_fraction: f64,
@@ -215,6 +231,7 @@ fn run_in_pool(dir: &Path, opts: &BenchOptions) -> Result<BenchReport> {
         gen_tokens: opts.gen_tokens,
         threads: opts.threads,
         mem_bandwidth_gb_s: machine.mem_read_gb_s,
+        decode_read_gb_s: decode_read_gb_s(decode_tok_s, &work),
         machine,
         work,
         reps: opts.reps,
@@ -306,43 +323,56 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// Measures the read patterns, the triad and the compute peaks with `threads` workers;
-/// the matvec patterns run on the current rayon pool ([`run`] installs one of `threads`).
-/// A memory-mapped pattern that cannot get its temporary file is left out, and why is kept
-/// in [`Machine::skipped_patterns`] (the report prints it).
+/// Measures the read patterns, the triad and the compute peaks with `threads` workers
+/// (and the read patterns on one), on buffers of [`probes::probe_bytes`]`(stream_bytes)`.
+/// A pattern that cannot run (the memory-mapped one without a temporary file) is left out,
+/// and why is kept in [`Machine::skipped_patterns`] (the report prints it).
 pub fn measure_machine(threads: usize, stream_bytes: usize) -> Machine {
+    let bytes = probes::probe_bytes(stream_bytes);
     let fma_1 = probes::fma_peak(1);
     let fma_all = probes::fma_peak(threads);
     let int8 = probes::int8_peak(threads);
+    let int8_maddubs = probes::int8_maddubs_peak(threads);
     let bf16 = probes::bf16_peak(threads);
-    let (mut read_patterns, triad) = probes::stream(threads, stream_bytes);
-    let (read_1t, _) = probes::stream(1, stream_bytes);
-    let mut skipped_patterns = Vec::new();
-    read_patterns.push(probes::matvec_in_memory(stream_bytes));
-    match probes::matvec_mapped(stream_bytes) {
-        Ok(p) => read_patterns.push(p),
-        Err(e) => skipped_patterns.push(format!("{}: {e}", probes::MAPPED_PATTERN)),
+    let (mut read_patterns, triad) = probes::stream(threads, bytes);
+    let (mut read_1t, _) = probes::stream(1, bytes);
+    let counts: &[usize] = if threads == 1 { &[1] } else { &[1, threads] };
+    let (matvec, skipped_patterns) = probes::matvec_patterns(counts, bytes);
+    for p in matvec {
+        if p.threads == threads {
+            read_patterns.push(p.clone());
+        }
+        if p.threads == 1 && threads != 1 {
+            read_1t.push(p);
+        }
+    }
+    if threads == 1 {
+        read_1t = read_patterns.clone();
     }
     let best = best_pattern(&read_patterns);
     Machine {
         threads,
         mem_read_gb_s: best.gb_s,
         mem_read_pattern: best.name.clone(),
-        read_patterns,
-        skipped_patterns,
         mem_read_1t_gb_s: best_pattern(&read_1t).gb_s,
+        read_patterns,
+        read_patterns_1t: read_1t,
+        skipped_patterns,
+        probe_bytes: bytes,
+        llc_bytes: probes::llc_bytes(),
         mem_triad_gb_s: triad,
         fma_gflop_s_per_core: fma_1,
         fma_gflop_s: fma_all,
         fma_kernel: probes::fma_kernel(),
         int8_gop_s: int8,
         int8_kernel: probes::int8_kernel(),
+        int8_maddubs_gop_s: int8_maddubs,
         bf16_gflop_s: bf16,
         bf16_kernel: probes::bf16_kernel(),
     }
 }
 
-/// The fastest pattern (the list is never empty: [`probes::stream`] returns four).
+/// The fastest pattern (the list is never empty: [`probes::stream`] returns five).
 fn best_pattern(patterns: &[ReadPattern]) -> &ReadPattern {
     patterns
         .iter()
@@ -369,19 +399,39 @@ pub struct CeilingExceeded {
 /// which no DRAM probe bounds, so [`check_ceiling`] does not judge them.
 pub const CACHE_RESIDENT_BYTES: f64 = 256.0 * 1024.0 * 1024.0;
 
-/// Refuses a report whose decode (reading at least [`CACHE_RESIDENT_BYTES`] per token)
-/// implies more than 1.05 × the best read pattern's bandwidth.
-pub fn check_ceiling(r: &BenchReport) -> std::result::Result<(), CeilingExceeded> {
-    let bytes = r.work.decode_bytes_per_token;
-    let implied_gb_s = r.decode_tok_s * bytes / 1e9;
-    if bytes >= CACHE_RESIDENT_BYTES && implied_gb_s > 1.05 * r.machine.mem_read_gb_s {
+/// The weight bytes a decode at `decode_tok_s` reads per second (GB/s): the one definition,
+/// [`Work::decode_bytes_per_token`] per step.
+pub fn decode_read_gb_s(decode_tok_s: f64, work: &Work) -> f64 {
+    decode_tok_s * work.decode_bytes_per_token / 1e9
+}
+
+/// Refuses a decode reading `decode_gb_s` of weights (`bytes_per_token` a step, at least
+/// [`CACHE_RESIDENT_BYTES`]) faster than 1.05 × the read ceiling `ceiling_gb_s`, which
+/// `pattern` set.
+pub fn check_decode_reads(
+    decode_gb_s: f64,
+    bytes_per_token: f64,
+    ceiling_gb_s: f64,
+    pattern: &str,
+) -> std::result::Result<(), CeilingExceeded> {
+    if bytes_per_token >= CACHE_RESIDENT_BYTES && decode_gb_s > 1.05 * ceiling_gb_s {
         return Err(CeilingExceeded {
-            implied_gb_s,
-            ceiling_gb_s: r.machine.mem_read_gb_s,
-            pattern: r.machine.mem_read_pattern.clone(),
+            implied_gb_s: decode_gb_s,
+            ceiling_gb_s,
+            pattern: pattern.into(),
         });
     }
     Ok(())
+}
+
+/// [`check_decode_reads`] on a report's median decode and its machine's ceiling.
+pub fn check_ceiling(r: &BenchReport) -> std::result::Result<(), CeilingExceeded> {
+    check_decode_reads(
+        decode_read_gb_s(r.decode_tok_s, &r.work),
+        r.work.decode_bytes_per_token,
+        r.machine.mem_read_gb_s,
+        &r.machine.mem_read_pattern,
+    )
 }
 // ANCHOR_END: check_ceiling
 
@@ -394,25 +444,45 @@ pub fn text_report(r: &BenchReport) -> String {
     };
     let mut s = format!(
         "machine: {} threads; read ceiling {:.1} GB/s ({}; {:.1} on one thread), triad \
-         {:.1} GB/s\n",
-        m.threads, m.mem_read_gb_s, m.mem_read_pattern, m.mem_read_1t_gb_s, m.mem_triad_gb_s,
+         {:.1} GB/s; buffers {:.0} MiB (last-level cache {})\n",
+        m.threads,
+        m.mem_read_gb_s,
+        m.mem_read_pattern,
+        m.mem_read_1t_gb_s,
+        m.mem_triad_gb_s,
+        m.probe_bytes as f64 / (1u64 << 20) as f64,
+        m.llc_bytes
+            .map_or("unknown".into(), |b| format!("{} MiB", b >> 20)),
     );
+    let one: std::collections::HashMap<&str, f64> = m
+        .read_patterns_1t
+        .iter()
+        .map(|p| (p.name.as_str(), p.gb_s))
+        .collect();
     for p in &m.read_patterns {
-        s += &format!("  read {:<48} {:6.1} GB/s\n", p.name, p.gb_s);
+        let loads = format!("{} ({})", p.name, p.loads);
+        s += &format!("  read {loads:<62} {:6.1} GB/s", p.gb_s);
+        match one.get(p.name.as_str()) {
+            Some(g) if m.threads != 1 => s += &format!(" ({g:.1} on one thread)\n"),
+            _ => s += "\n",
+        }
     }
     for p in &m.skipped_patterns {
         s += &format!("  read skipped: {p}\n");
     }
     s += &format!(
-        "peaks: f32 FMA {:.0} GFLOP/s ({:.0} per core, {}); int8 dot {}; bf16 dot {}\n\
+        "peaks: f32 FMA {:.0} GFLOP/s ({:.0} per core, {}); int8 dot {}{}; bf16 dot {}\n\
          model: {} ({}, {:.2} GB)\n\
          prefill {} tokens: {:.1} tok/s (ceiling {:.1}, {:.1} %)\n\
-         decode {} tokens:  {:.2} tok/s (ceiling {:.2}, {:.1} %; {:.3} GB read per token)\n\
+         decode {} tokens:  {:.2} tok/s (ceiling {:.2}, {:.1} %; {:.3} GB read per token, \
+         {:.1} GB/s)\n\
          peak RSS {:.2} GB ({:.2} × the weights)\n",
         m.fma_gflop_s,
         m.fma_gflop_s_per_core,
         m.fma_kernel,
         rate(m.int8_gop_s, "GOP/s", m.int8_kernel),
+        m.int8_maddubs_gop_s
+            .map_or(String::new(), |g| format!(", {g:.0} GOP/s by avx2 maddubs")),
         rate(m.bf16_gflop_s, "GFLOP/s", m.bf16_kernel),
         r.model_dir,
         r.weights_dtype,
@@ -426,6 +496,7 @@ pub fn text_report(r: &BenchReport) -> String {
         r.decode_ceiling_tok_s,
         100.0 * r.decode_roofline_fraction,
         r.work.decode_bytes_per_token / 1e9,
+        r.decode_read_gb_s,
         r.peak_rss_bytes as f64 / 1e9,
         r.peak_rss_over_weights,
     );
@@ -444,16 +515,27 @@ mod tests {
             mem_read_pattern: "16 streams per thread".into(),
             read_patterns: vec![ReadPattern {
                 name: "16 streams per thread".into(),
+                threads: 2,
+                loads: "avx2",
                 gb_s: 10.0,
+            }],
+            read_patterns_1t: vec![ReadPattern {
+                name: "16 streams per thread".into(),
+                threads: 1,
+                loads: "avx2",
+                gb_s: 6.0,
             }],
             skipped_patterns: vec!["mmap: no temp dir".into()],
             mem_read_1t_gb_s: 6.0,
+            probe_bytes: 128 << 20,
+            llc_bytes: Some(32 << 20),
             mem_triad_gb_s: 9.0,
             fma_gflop_s_per_core: 50.0,
             fma_gflop_s: 100.0,
             fma_kernel: "avx2+fma",
-            int8_gop_s: Some(200.0),
-            int8_kernel: "avx2",
+            int8_gop_s: None,
+            int8_kernel: probes::NOT_SUPPORTED,
+            int8_maddubs_gop_s: Some(200.0),
             bf16_gflop_s: None,
             bf16_kernel: probes::NOT_SUPPORTED,
         };
@@ -477,6 +559,7 @@ mod tests {
             prefill_runs: vec![1.0],
             decode_runs: vec![decode_tok_s],
             mem_bandwidth_gb_s: 10.0,
+            decode_read_gb_s: decode_tok_s * bytes_per_token / 1e9,
             decode_ceiling_tok_s: 10.0e9 / bytes_per_token,
             decode_roofline_fraction: decode_tok_s * bytes_per_token / 10.0e9,
             prefill_ceiling_tok_s: 100.0,
@@ -501,6 +584,49 @@ mod tests {
         assert!(msg.contains("16 streams per thread"), "{msg}");
         // A step small enough to sit in the caches is not judged.
         assert_eq!(check_ceiling(&fake_report(1e4, 1e6)), Ok(()));
+        // The pure check, both ways, with the message naming both figures.
+        assert_eq!(check_decode_reads(41.0, 1e9, 39.1, "sequential"), Ok(()));
+        let err = check_decode_reads(41.0, 1e9, 38.9, "sequential").unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("41.0 GB/s") && msg.contains("38.9 GB/s"),
+            "{msg}"
+        );
+    }
+
+    /// The JSON keeps the fields the CLI's users and scripts read (/work/shared/cli.md,
+    /// scripts/bench_peers_table.py, notebook 10), and the new ones.
+    #[test]
+    fn the_json_report_has_every_field() {
+        let v = serde_json::to_value(fake_report(5.0, 1e9)).unwrap();
+        for key in [
+            "prefill_tok_s",
+            "decode_tok_s",
+            "mem_bandwidth_gb_s",
+            "decode_read_gb_s",
+            "decode_roofline_fraction",
+            "prefill_roofline_fraction",
+        ] {
+            assert!(v[key].is_f64(), "{key}");
+        }
+        assert_eq!(v["decode_read_gb_s"], 5.0);
+        let m = &v["machine"];
+        for key in [
+            "mem_read_gb_s",
+            "mem_read_1t_gb_s",
+            "fma_gflop_s",
+            "int8_maddubs_gop_s",
+        ] {
+            assert!(m[key].is_f64(), "{key}");
+        }
+        assert!(m["int8_gop_s"].is_null() && m["bf16_gflop_s"].is_null());
+        assert_eq!(m["llc_bytes"], 32 << 20);
+        assert_eq!(m["probe_bytes"], 128 << 20);
+        for (list, threads) in [("read_patterns", 2), ("read_patterns_1t", 1)] {
+            let p = &m[list][0];
+            assert_eq!(p["threads"], threads, "{list}");
+            assert!(p["name"].is_string() && p["loads"].is_string() && p["gb_s"].is_f64());
+        }
     }
 
     #[test]
@@ -510,8 +636,14 @@ mod tests {
             t.contains("read ceiling 10.0 GB/s (16 streams per thread"),
             "{t}"
         );
-        assert!(t.contains("int8 dot 200 GOP/s (avx2)"), "{t}");
+        assert!(
+            t.contains("int8 dot not supported by this CPU, 200 GOP/s by avx2 maddubs"),
+            "{t}"
+        );
         assert!(t.contains("bf16 dot not supported by this CPU"), "{t}");
+        assert!(t.contains("16 streams per thread (avx2)"), "{t}");
+        assert!(t.contains("10.0 GB/s (6.0 on one thread)"), "{t}");
+        assert!(t.contains("5.0 GB/s)"), "{t}");
         assert!(t.contains("read skipped: mmap: no temp dir"), "{t}");
     }
 }
