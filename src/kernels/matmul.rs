@@ -128,6 +128,8 @@ fn grouped_with<'w>(
         }
         _ => None,
     };
+    // Decided here, on the calling thread (tests force it per thread).
+    let vnni = act_block.is_some() && quant::vnni::use_vnni();
     let min_tokens = match (avx512 && x86::avx512f(), matrix(first.matrix).data) {
         (false, _) => usize::MAX,
         (true, WeightData::F32(_)) => GEMM_MIN_TOKENS_F32,
@@ -140,7 +142,7 @@ fn grouped_with<'w>(
         pack_panels(panels, groups, xs, cols, min_tokens);
         let Some(block) = act_block else {
             run_jobs(
-                &matrix, groups, xs, out, avx512, work_total, panels, None, 0,
+                &matrix, groups, xs, out, avx512, work_total, panels, None, 0, false,
             );
             return;
         };
@@ -159,6 +161,7 @@ fn grouped_with<'w>(
                 panels,
                 Some(acts),
                 int8_limit,
+                vnni,
             );
         });
     });
@@ -171,7 +174,8 @@ thread_local! {
 }
 
 /// The row-block tasks of [`grouped_with`], after its checks; `acts`, when given, is `xs`
-/// quantised for the int8 kernels, which the groups of at most `int8_limit` rows take.
+/// quantised for the int8 kernels, which the groups of at most `int8_limit` rows take
+/// (the VNNI tiles if `vnni`).
 #[allow(clippy::too_many_arguments)]
 fn run_jobs<'w>(
     matrix: &(impl Fn(usize) -> Matrix<'w> + Sync),
@@ -183,6 +187,7 @@ fn run_jobs<'w>(
     panels: &Panels,
     acts: Option<&QuantizedRows>,
     int8_limit: usize,
+    vnni: bool,
 ) {
     let (rows, cols) = (matrix(groups[0].matrix).rows, matrix(groups[0].matrix).cols);
     let blocks = rows.div_ceil(ROW_BLOCK);
@@ -214,7 +219,7 @@ fn run_jobs<'w>(
         {
             let row_bytes = bytes.len() / rows;
             if quant_tiles::has_tiles(ty) {
-                int8_tiles(ty, bytes, row_bytes, r0..r1, acts, g, o);
+                int8_tiles(ty, bytes, row_bytes, r0..r1, acts, g, o, vnni);
                 return;
             }
             for (i, ri) in (r0..r1).enumerate() {
@@ -258,7 +263,8 @@ fn run_jobs<'w>(
 
 /// The int8 register tiles over rows `r` of a block-format matrix (`bytes`, `row_bytes`
 /// a row) for the `g.n` tokens of group `g`: tiles of [`MAX_ROWS`] rows by
-/// [`MAX_TILE_TOKENS`] tokens, nothing allocated.
+/// [`MAX_TILE_TOKENS`] tokens (the VNNI tiles' if `vnni`), nothing allocated.
+#[allow(clippy::too_many_arguments)]
 fn int8_tiles(
     ty: crate::quant::GgmlType,
     bytes: &[u8],
@@ -267,7 +273,18 @@ fn int8_tiles(
     acts: &QuantizedRows,
     g: Group,
     o: Out,
+    vnni: bool,
 ) {
+    if vnni && quant::vnni::wins(ty, g.n) {
+        let rows = &bytes[r.start * row_bytes..r.end * row_bytes];
+        let tokens = g.first_in..g.first_in + g.n;
+        // SAFETY: `put` gets t < g.n and i < r.len(): row r.start + i lies in this task's
+        // rows `r`, the contract of `Out::set`, as for the AVX2 tiles below.
+        let put = |t: usize, i: usize, v: f32| unsafe { o.set(t, i, v) };
+        if quant::vnni::dot_block(ty, rows, row_bytes, acts, tokens, put) {
+            return;
+        }
+    }
     if g.n == 1 {
         // Decode: the row kernels of `quant::decode`, checked once for the task's rows.
         let mut v = [0.0f32; ROW_BLOCK];

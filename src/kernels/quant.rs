@@ -393,6 +393,7 @@ pub(crate) fn unpack_scale_min_k4(b: &[u8]) -> (u64, u64) {
 
 pub mod decode;
 pub mod tiles;
+pub mod vnni;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -528,7 +529,10 @@ mod tests {
             acts.quantize(&xs, cols, activation_block(ty).unwrap());
             let rb = bytes.len() / rows;
             let mut out = vec![0.0f32; n * rows];
-            with_quant_activations(true, || m.matmul(&xs, &mut out));
+            // The AVX2 tiles, bit for bit (vnni::tests pins the VNNI ones within a bound).
+            let avx2 =
+                |f: &mut dyn FnMut()| vnni::with_vnni(false, || with_quant_activations(true, f));
+            avx2(&mut || m.matmul(&xs, &mut out));
             // Each (row, token) as the matmul pairs the tokens (tiles of two, the odd last
             // one alone: the decode kernel), or, `alone`, every token by itself.
             let want = |r: usize, t: usize, alone: bool| -> f32 {
@@ -566,7 +570,7 @@ mod tests {
                 })
                 .collect();
             let mut grouped = vec![0.0f32; n * rows];
-            with_quant_activations(true, || matmul_grouped(|_| m, &groups, &xs, &mut grouped));
+            avx2(&mut || matmul_grouped(|_| m, &groups, &xs, &mut grouped));
             for t in 0..n {
                 for r in 0..rows {
                     assert_eq!(grouped[t * rows + r].to_bits(), want(r, t, true).to_bits());
