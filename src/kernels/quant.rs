@@ -20,7 +20,9 @@
 //! [`with_quant_activations`] overrides it on the calling thread (tests run both paths).
 //! Groups of two tokens or more take the tiles; a single token (a decode step, or an expert
 //! that one token chose) takes [`decode`]'s row kernels, which need fewer instructions per
-//! weight byte when nothing is shared between tokens.
+//! weight byte when nothing is shared between tokens. With AVX512_VNNI, [`vnni`]'s tiles
+//! (`vpdpbusd`) take the Q8_0 and Q6_K groups instead, up to [`vnni::VNNI_MAX_TOKENS`]
+//! rows; `ANATOMY_NO_VNNI` (or `ANATOMY_NO_AVX512`) set turns them off.
 
 use crate::quant::k_blocks::scale_min_k4;
 use crate::quant::{GgmlType, QK_K};
@@ -54,7 +56,8 @@ pub const TILED_MAX_TOKENS: usize = 16;
 
 /// The largest group of a matmul of weight type `ty` that quantises its activations (0:
 /// none): this thread's override if set (all or none), else, unless
-/// `ANATOMY_QUANT_ACTIVATIONS=0`, [`TILED_MAX_TOKENS`] when `ty` has register tiles and
+/// `ANATOMY_QUANT_ACTIVATIONS=0`, [`TILED_MAX_TOKENS`] when `ty` has register tiles (or
+/// [`vnni::VNNI_MAX_TOKENS`] when the VNNI tiles take `ty`) and
 /// [`MAX_TOKENS`] (decode) for the other types with an int8 kernel.
 pub fn int8_max_tokens(ty: GgmlType) -> usize {
     static ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -65,7 +68,7 @@ pub fn int8_max_tokens(ty: GgmlType) -> usize {
         .get_or_init(|| !std::env::var("ANATOMY_QUANT_ACTIVATIONS").is_ok_and(|v| v.trim() == "0"));
     match (on, tiles::has_tiles(ty)) {
         (false, _) => 0,
-        (true, true) => TILED_MAX_TOKENS,
+        (true, true) => vnni::max_tokens(ty).unwrap_or(TILED_MAX_TOKENS),
         (true, false) => MAX_TOKENS,
     }
 }

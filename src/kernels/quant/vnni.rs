@@ -79,6 +79,18 @@ pub fn wins(ty: GgmlType, n: usize) -> bool {
     }
 }
 
+/// With the VNNI tiles, groups of Q8_0 and Q6_K take the int8 path up to this many token
+/// rows (AVX2: [`super::TILED_MAX_TOKENS`]). Measured as [`wins`]: the VNNI tiles beat the
+/// f32 register tiles (below `GEMM_MIN_TOKENS` = 40) by 1.2–2.2× at 16–32 tokens and the
+/// AVX-512 outer-product kernel by 1.0–1.25× at 48, and lose to it at 64 (0.8–1.0×).
+pub const VNNI_MAX_TOKENS: usize = 48;
+
+/// The int8 path's token limit for `ty` when this thread's matmuls take the VNNI tiles
+/// and they win for `ty` at prefill sizes, else `None`.
+pub fn max_tokens(ty: GgmlType) -> Option<usize> {
+    (wins(ty, 2) && has_vnni(ty) && use_vnni()).then_some(VNNI_MAX_TOKENS)
+}
+
 /// `put(t, i, Σ_c w_i,c · x̂_c)` for every row `i` of `rows` (consecutive rows of
 /// `row_bytes` bytes, whole blocks of `ty`) and every token `tokens.start + t` of `acts`
 /// (quantised in blocks of [`super::activation_block`]`(ty)`, as long as a row), in tiles

@@ -136,6 +136,25 @@ fn the_matmul_with_vnni_on_and_off_equals_the_reference() {
     }
 }
 
+/// The token limit of the int8 path: VNNI_MAX_TOKENS for Q8_0 and Q6_K with the VNNI
+/// tiles on, the AVX2 tiles' limit with them off and for Q4_K.
+#[test]
+fn the_int8_limit_follows_the_vnni_switch() {
+    use super::super::{TILED_MAX_TOKENS, int8_max_tokens};
+    if std::env::var("ANATOMY_QUANT_ACTIVATIONS").is_ok_and(|v| v.trim() == "0") {
+        return;
+    }
+    for ty in TYPES {
+        assert_eq!(with_vnni(false, || int8_max_tokens(ty)), TILED_MAX_TOKENS);
+        let on = with_vnni(true, || int8_max_tokens(ty));
+        if cpu_has_vnni() && ty != GgmlType::Q4_K {
+            assert_eq!(on, VNNI_MAX_TOKENS, "{}", ty.name());
+        } else {
+            assert_eq!(on, TILED_MAX_TOKENS, "{}", ty.name());
+        }
+    }
+}
+
 #[test]
 fn a_non_finite_activation_gives_nan() {
     if !cpu_has_vnni() {
@@ -177,7 +196,7 @@ fn vnni_timing() {
             let mut bytes = Vec::new();
             quantize(ty, &w, &mut bytes);
             let m = Matrix::quant(ty, &bytes, rows, cols);
-            for n in [1usize, 4, 16, 64, 128] {
+            for n in [1usize, 4, 16, 24, 32, 48, 64, 128] {
                 let xs: Vec<f32> = (0..n * cols)
                     .map(|i| ((i * 53 % 97) as f32 - 48.0) / 32.0)
                     .collect();
