@@ -67,16 +67,15 @@ pub fn has_vnni(ty: GgmlType) -> bool {
 }
 
 /// Whether the VNNI tiles beat the AVX2 int8 kernels for a group of `n` tokens of `ty`
-/// (`tests::vnni_timing`, 768 × 2048 and 2048 × 768, one thread): Q8_0 by 1.2–1.7× at every
-/// n; Q6_K by 1.5–1.7× from 4 tokens, even at 1 (the AVX2 decode kernel); Q4_K never (the
-/// AVX2 decode kernel is 1.8× faster at 1 token, the tiles 0.9–1.0× from 4; its scales
-/// are applied in integers by `vpmaddwd` there, in f32 here).
+/// (`tests::vnni_timing`, 768 × 2048 and 2048 × 768, one thread): Q8_0 and Q6_K by
+/// 1.4–1.7× from 4 tokens. At 1 token the AVX2 decode kernels stay: on a matrix in cache
+/// VNNI wins for Q8_0 (1.4×) and ties for Q6_K, but streaming an LM-head-sized matrix from
+/// memory (`tiles::big_timing`, one thread) its 4-row tile without prefetches reads Q8_0 at
+/// 9.2 GB/s against the decode kernel's 13.6. Q4_K never (the AVX2 decode kernel is 1.8×
+/// faster at 1 token, the tiles 0.9–1.0× from 4: there `vpmaddwd` applies the scales in
+/// integers, here an f32 multiply per row and token does).
 pub fn wins(ty: GgmlType, n: usize) -> bool {
-    match ty {
-        GgmlType::Q8_0 => true,
-        GgmlType::Q6_K => n >= 2,
-        _ => false,
-    }
+    matches!(ty, GgmlType::Q8_0 | GgmlType::Q6_K) && n >= 2
 }
 
 /// With the VNNI tiles, groups of Q8_0 and Q6_K take the int8 path up to this many token
