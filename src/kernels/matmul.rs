@@ -167,11 +167,14 @@ fn grouped_with<'w>(
                 acts: None,
                 int8_limit: 0,
                 bf16: Some(acts),
+                vnni: false,
             };
             run_jobs(&matrix, groups, xs, out, &jobs);
         });
         return;
     }
+    // Decided here, on the calling thread (tests force it per thread).
+    let vnni = act_block.is_some() && quant::vnni::use_vnni();
     let min_tokens = match (avx512 && x86::avx512f(), matrix(first.matrix).data) {
         (false, _) => usize::MAX,
         (true, WeightData::F32(_)) => GEMM_MIN_TOKENS_F32,
@@ -190,6 +193,7 @@ fn grouped_with<'w>(
                 acts: None,
                 int8_limit: 0,
                 bf16: None,
+                vnni: false,
             };
             run_jobs(&matrix, groups, xs, out, &jobs);
             return;
@@ -206,6 +210,7 @@ fn grouped_with<'w>(
                 acts: Some(acts),
                 int8_limit,
                 bf16: None,
+                vnni,
             };
             run_jobs(&matrix, groups, xs, out, &jobs);
         });
@@ -234,6 +239,8 @@ struct Jobs<'a> {
     acts: Option<&'a QuantizedRows>,
     int8_limit: usize,
     bf16: Option<&'a Bf16Acts>,
+    /// The int8 groups take the VNNI tiles where they win.
+    vnni: bool,
 }
 
 /// The row-block tasks of [`grouped_with`], after its checks.
@@ -251,6 +258,7 @@ fn run_jobs<'w>(
         acts,
         int8_limit,
         bf16,
+        vnni,
     } = *jobs;
     let (rows, cols) = (matrix(groups[0].matrix).rows, matrix(groups[0].matrix).cols);
     let blocks = rows.div_ceil(ROW_BLOCK);
@@ -291,7 +299,7 @@ fn run_jobs<'w>(
         {
             let row_bytes = bytes.len() / rows;
             if quant_tiles::has_tiles(ty) {
-                int8_tiles(ty, bytes, row_bytes, r0..r1, acts, g, o);
+                int8_tiles(ty, bytes, row_bytes, r0..r1, acts, g, o, vnni);
                 return;
             }
             for (i, ri) in (r0..r1).enumerate() {
@@ -335,7 +343,8 @@ fn run_jobs<'w>(
 
 /// The int8 register tiles over rows `r` of a block-format matrix (`bytes`, `row_bytes`
 /// a row) for the `g.n` tokens of group `g`: tiles of [`MAX_ROWS`] rows by
-/// [`MAX_TILE_TOKENS`] tokens, nothing allocated.
+/// [`MAX_TILE_TOKENS`] tokens (the VNNI tiles' if `vnni`), nothing allocated.
+#[allow(clippy::too_many_arguments)]
 fn int8_tiles(
     ty: crate::quant::GgmlType,
     bytes: &[u8],
@@ -344,7 +353,18 @@ fn int8_tiles(
     acts: &QuantizedRows,
     g: Group,
     o: Out,
+    vnni: bool,
 ) {
+    if vnni && quant::vnni::wins(ty, g.n) {
+        let rows = &bytes[r.start * row_bytes..r.end * row_bytes];
+        let tokens = g.first_in..g.first_in + g.n;
+        // SAFETY: `put` gets t < g.n and i < r.len(): row r.start + i lies in this task's
+        // rows `r`, the contract of `Out::set`, as for the AVX2 tiles below.
+        let put = |t: usize, i: usize, v: f32| unsafe { o.set(t, i, v) };
+        if quant::vnni::dot_block(ty, rows, row_bytes, acts, tokens, put) {
+            return;
+        }
+    }
     if g.n == 1 {
         // Decode: the row kernels of `quant::decode`, checked once for the task's rows.
         let mut v = [0.0f32; ROW_BLOCK];

@@ -20,7 +20,9 @@
 //! [`with_quant_activations`] overrides it on the calling thread (tests run both paths).
 //! Groups of two tokens or more take the tiles; a single token (a decode step, or an expert
 //! that one token chose) takes [`decode`]'s row kernels, which need fewer instructions per
-//! weight byte when nothing is shared between tokens.
+//! weight byte when nothing is shared between tokens. With AVX512_VNNI, [`vnni`]'s tiles
+//! (`vpdpbusd`) take the Q8_0 and Q6_K groups instead, up to [`vnni::VNNI_MAX_TOKENS`]
+//! rows; `ANATOMY_NO_VNNI` (or `ANATOMY_NO_AVX512`) set turns them off.
 
 use crate::quant::k_blocks::scale_min_k4;
 use crate::quant::{GgmlType, QK_K};
@@ -54,7 +56,8 @@ pub const TILED_MAX_TOKENS: usize = 16;
 
 /// The largest group of a matmul of weight type `ty` that quantises its activations (0:
 /// none): this thread's override if set (all or none), else, unless
-/// `ANATOMY_QUANT_ACTIVATIONS=0`, [`TILED_MAX_TOKENS`] when `ty` has register tiles and
+/// `ANATOMY_QUANT_ACTIVATIONS=0`, [`TILED_MAX_TOKENS`] when `ty` has register tiles (or
+/// [`vnni::VNNI_MAX_TOKENS`] when the VNNI tiles take `ty`) and
 /// [`MAX_TOKENS`] (decode) for the other types with an int8 kernel.
 pub fn int8_max_tokens(ty: GgmlType) -> usize {
     static ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -65,7 +68,7 @@ pub fn int8_max_tokens(ty: GgmlType) -> usize {
         .get_or_init(|| !std::env::var("ANATOMY_QUANT_ACTIVATIONS").is_ok_and(|v| v.trim() == "0"));
     match (on, tiles::has_tiles(ty)) {
         (false, _) => 0,
-        (true, true) => TILED_MAX_TOKENS,
+        (true, true) => vnni::max_tokens(ty).unwrap_or(TILED_MAX_TOKENS),
         (true, false) => MAX_TOKENS,
     }
 }
@@ -393,6 +396,7 @@ pub(crate) fn unpack_scale_min_k4(b: &[u8]) -> (u64, u64) {
 
 pub mod decode;
 pub mod tiles;
+pub mod vnni;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -528,7 +532,10 @@ mod tests {
             acts.quantize(&xs, cols, activation_block(ty).unwrap());
             let rb = bytes.len() / rows;
             let mut out = vec![0.0f32; n * rows];
-            with_quant_activations(true, || m.matmul(&xs, &mut out));
+            // The AVX2 tiles, bit for bit (vnni::tests pins the VNNI ones within a bound).
+            let avx2 =
+                |f: &mut dyn FnMut()| vnni::with_vnni(false, || with_quant_activations(true, f));
+            avx2(&mut || m.matmul(&xs, &mut out));
             // Each (row, token) as the matmul pairs the tokens (tiles of two, the odd last
             // one alone: the decode kernel), or, `alone`, every token by itself.
             let want = |r: usize, t: usize, alone: bool| -> f32 {
@@ -566,7 +573,7 @@ mod tests {
                 })
                 .collect();
             let mut grouped = vec![0.0f32; n * rows];
-            with_quant_activations(true, || matmul_grouped(|_| m, &groups, &xs, &mut grouped));
+            avx2(&mut || matmul_grouped(|_| m, &groups, &xs, &mut grouped));
             for t in 0..n {
                 for r in 0..rows {
                     assert_eq!(grouped[t * rows + r].to_bits(), want(r, t, true).to_bits());

@@ -1,0 +1,196 @@
+//! AVX512_VNNI forms of the int8 tiles (chapter 10): `vpdpbusd` multiplies 64 unsigned by
+//! 64 signed bytes and adds each group of four products into an i32 lane in one
+//! instruction (AVX2 needs `vpmaddubsw` then `vpmaddwd`, and an i16 that can saturate).
+//! Tiles of up to [`MAX_ROWS`] weight rows by [`MAX_TILE_TOKENS`] token rows, for Q8_0,
+//! Q4_K and Q6_K, with a 64-byte register holding two 32-value activation blocks.
+//!
+//! Signedness: `vpdpbusd` wants the weight operand unsigned. Q4_K's nibbles already are;
+//! Q6_K's `q − 32` and Q8_0's signed `w` are fed as `q` and `w + 128` (a bit flip) and
+//! the offset is taken back in integers before the sum starts: the accumulator is seeded
+//! with `−32·Σx̂` (`−128·Σx̂`) per lane, itself one `vpdpbusd` of the token's bytes with a
+//! constant, shared by every row of the tile. So each i32 lane is the exact integer sum
+//! of four `w·x̂` products, as the reference's; only the f32 scaling and additions come in
+//! another order, and tests pin every tile to [`super::dot_row_reference`] within
+//! `4·(blocks)·ε·Σ|w·x̂|`, the bound of `tiles`.
+//!
+//! The switch: on when the CPU has AVX-512F/BW/VL and AVX512_VNNI (with AVX2, FMA, F16C)
+//! and neither `ANATOMY_NO_VNNI` nor `ANATOMY_NO_AVX512` is set (read once);
+//! [`with_vnni`] overrides it on the calling thread (tests run both paths).
+
+use super::{ActRow, QuantizedRows};
+use crate::quant::GgmlType;
+use std::cell::Cell;
+
+/// Weight rows per tile.
+pub const MAX_ROWS: usize = 4;
+/// Token rows per tile (4 rows × 4 tokens: 16 f32 accumulators of 32 registers).
+pub const MAX_TILE_TOKENS: usize = 4;
+
+thread_local! {
+    static OVERRIDE: Cell<Option<bool>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with the VNNI tiles forced on (if the CPU has them) or off for the matmuls
+/// this thread calls.
+pub fn with_vnni<R>(on: bool, f: impl FnOnce() -> R) -> R {
+    let before = OVERRIDE.with(|o| o.replace(Some(on)));
+    let r = f();
+    OVERRIDE.with(|o| o.set(before));
+    r
+}
+
+/// Whether the CPU has every feature the kernels here are compiled with.
+pub fn cpu_has_vnni() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(x86::available)
+}
+
+/// Whether the matmuls this thread calls take the VNNI tiles: the CPU has them and this
+/// thread's override, else the environment (`ANATOMY_NO_VNNI`, `ANATOMY_NO_AVX512`
+/// unset), says so.
+pub fn use_vnni() -> bool {
+    static ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !cpu_has_vnni() {
+        return false;
+    }
+    OVERRIDE.with(Cell::get).unwrap_or_else(|| {
+        *ENV.get_or_init(|| {
+            std::env::var_os("ANATOMY_NO_VNNI").is_none()
+                && std::env::var_os("ANATOMY_NO_AVX512").is_none()
+        })
+    })
+}
+
+/// Whether `ty` has VNNI tiles on this CPU.
+pub fn has_vnni(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_K | GgmlType::Q6_K) && cpu_has_vnni()
+}
+
+/// Whether the VNNI tiles beat the AVX2 int8 kernels for a group of `n` tokens of `ty`
+/// (`tests::vnni_timing`, 768 × 2048 and 2048 × 768, one thread): Q8_0 and Q6_K by
+/// 1.4–1.7× from 4 tokens. At 1 token the AVX2 decode kernels stay: on a matrix in cache
+/// VNNI wins for Q8_0 (1.4×) and ties for Q6_K, but streaming an LM-head-sized matrix from
+/// memory (`tiles::big_timing`, one thread) its 4-row tile without prefetches reads Q8_0 at
+/// 9.2 GB/s against the decode kernel's 13.6. Q4_K never (the AVX2 decode kernel is 1.8×
+/// faster at 1 token, the tiles 0.9–1.0× from 4: there `vpmaddwd` applies the scales in
+/// integers, here an f32 multiply per row and token does).
+pub fn wins(ty: GgmlType, n: usize) -> bool {
+    matches!(ty, GgmlType::Q8_0 | GgmlType::Q6_K) && n >= 2
+}
+
+/// With the VNNI tiles, groups of Q8_0 and Q6_K take the int8 path up to this many token
+/// rows (AVX2: [`super::TILED_MAX_TOKENS`]). Measured as [`wins`]: the VNNI tiles beat the
+/// f32 register tiles (below `GEMM_MIN_TOKENS` = 40) by 1.2–2.2× at 16–32 tokens and the
+/// AVX-512 outer-product kernel by 1.0–1.25× at 48, and lose to it at 64 (0.8–1.0×).
+pub const VNNI_MAX_TOKENS: usize = 48;
+
+/// The int8 path's token limit for `ty` when this thread's matmuls take the VNNI tiles
+/// and they win for `ty` at prefill sizes, else `None`.
+pub fn max_tokens(ty: GgmlType) -> Option<usize> {
+    (wins(ty, 2) && has_vnni(ty) && use_vnni()).then_some(VNNI_MAX_TOKENS)
+}
+
+/// `put(t, i, Σ_c w_i,c · x̂_c)` for every row `i` of `rows` (consecutive rows of
+/// `row_bytes` bytes, whole blocks of `ty`) and every token `tokens.start + t` of `acts`
+/// (quantised in blocks of [`super::activation_block`]`(ty)`, as long as a row), in tiles
+/// of [`MAX_ROWS`] × [`MAX_TILE_TOKENS`]. Returns false, having done nothing, when
+/// [`has_vnni`] is false.
+pub fn dot_block(
+    ty: GgmlType,
+    rows: &[u8],
+    row_bytes: usize,
+    acts: &QuantizedRows,
+    tokens: std::ops::Range<usize>,
+    mut put: impl FnMut(usize, usize, f32),
+) -> bool {
+    if !has_vnni(ty) || tokens.is_empty() {
+        return has_vnni(ty);
+    }
+    assert_eq!(
+        super::activation_block(ty),
+        Some(acts.block),
+        "vnni dot: activation block"
+    );
+    assert_eq!(
+        ty.row_bytes(acts.cols as u64),
+        Some(row_bytes as u64),
+        "vnni dot: row length"
+    );
+    assert!(
+        row_bytes > 0 && rows.len().is_multiple_of(row_bytes),
+        "vnni dot: rows"
+    );
+    assert!(
+        tokens.end * acts.cols <= acts.qs.len(),
+        "vnni dot: token rows"
+    );
+    let nrows = rows.len() / row_bytes;
+    let mut i0 = 0;
+    while i0 < nrows {
+        let nr = (nrows - i0).min(MAX_ROWS);
+        // A short last quad repeats its last row (computed, not written).
+        let quad: [&[u8]; MAX_ROWS] = std::array::from_fn(|k| {
+            let r = i0 + k.min(nr - 1);
+            &rows[r * row_bytes..][..row_bytes]
+        });
+        let mut t0 = tokens.start;
+        while t0 < tokens.end {
+            let nt = (tokens.end - t0).min(MAX_TILE_TOKENS);
+            let mut v = [[0.0f32; MAX_TILE_TOKENS]; MAX_ROWS];
+            match nt {
+                1 => tile::<1>(ty, &quad, acts, t0, &mut v),
+                2 => tile::<2>(ty, &quad, acts, t0, &mut v),
+                3 => tile::<3>(ty, &quad, acts, t0, &mut v),
+                _ => tile::<4>(ty, &quad, acts, t0, &mut v),
+            }
+            for (i, vi) in v.iter().enumerate().take(nr) {
+                for (t, &x) in vi.iter().enumerate().take(nt) {
+                    put(t0 - tokens.start + t, i0 + i, x);
+                }
+            }
+            t0 += nt;
+        }
+        i0 += nr;
+    }
+    true
+}
+
+/// One monomorphised tile of `T` tokens from `t0`.
+fn tile<const T: usize>(
+    ty: GgmlType,
+    rows: &[&[u8]; MAX_ROWS],
+    acts: &QuantizedRows,
+    t0: usize,
+    out: &mut [[f32; MAX_TILE_TOKENS]; MAX_ROWS],
+) {
+    let xs: [ActRow; T] = std::array::from_fn(|t| acts.row(t0 + t));
+    let v = x86::tile::<MAX_ROWS, T>(ty, rows, &xs);
+    for (o, vi) in out.iter_mut().zip(&v) {
+        o[..T].copy_from_slice(vi);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[path = "vnni/x86.rs"]
+mod x86;
+
+#[cfg(not(target_arch = "x86_64"))]
+mod x86 {
+    use super::ActRow;
+    use crate::quant::GgmlType;
+    /// No VNNI here.
+    pub fn available() -> bool {
+        false
+    }
+    pub fn tile<const R: usize, const T: usize>(
+        _: GgmlType,
+        _: &[&[u8]; R],
+        _: &[ActRow; T],
+    ) -> [[f32; T]; R] {
+        unreachable!("vnni tiles: not on this CPU")
+    }
+}
+
+#[cfg(test)]
+#[path = "vnni/tests.rs"]
+mod tests;

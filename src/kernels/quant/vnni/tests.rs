@@ -1,0 +1,232 @@
+use super::super::{QuantizedRows, activation_block, dot_row_reference, with_quant_activations};
+use super::*;
+use crate::quant::{dequantize, quantize};
+
+const TYPES: [GgmlType; 3] = [GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
+
+fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2654435761).wrapping_add(31);
+    (0..n)
+        .map(|i| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            let u = s as f32 / u32::MAX as f32 - 0.5;
+            if i % 79 == 3 {
+                9.0 * u * scale
+            } else {
+                u * scale
+            }
+        })
+        .collect()
+}
+
+/// `rows` weight rows of `ty` and `n` quantised token rows of `cols` columns, with the
+/// dequantised weights.
+fn setup(
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    n: usize,
+    seed: u32,
+) -> (Vec<u8>, Vec<f32>, Vec<f32>, QuantizedRows) {
+    let w = values(rows * cols, seed, 0.3);
+    let mut bytes = Vec::new();
+    quantize(ty, &w, &mut bytes);
+    let mut wd = vec![0.0f32; w.len()];
+    dequantize(ty, &bytes, &mut wd);
+    let xs = values(n * cols, seed + 50, 2.0);
+    let mut acts = QuantizedRows::default();
+    acts.quantize(&xs, cols, activation_block(ty).unwrap());
+    (bytes, wd, xs, acts)
+}
+
+/// The re-association bound of `tiles`: `4·(cols/32)·ε·Σ|w·x̂|` (the integer block sums
+/// are the reference's; only the f32 scaling and additions are reordered).
+fn bound(wd: &[f32], acts: &QuantizedRows, t: usize) -> f32 {
+    let xd = acts.dequantize_row(t);
+    let mag: f32 = wd.iter().zip(&xd).map(|(a, b)| (a * b).abs()).sum();
+    4.0 * (wd.len() / 32) as f32 * f32::EPSILON * mag
+}
+
+/// Every VNNI tile shape (1..=4 rows by 1..=4 tokens, over several tiles) of each type
+/// equals the reference row dots within the re-association bound, for several lengths
+/// (Q8_0's 96 and 160 columns: an odd number of weight blocks, the lone last block).
+#[test]
+fn vnni_tiles_equal_the_reference_dots() {
+    if !cpu_has_vnni() {
+        eprintln!("skipped: this CPU lacks AVX512_VNNI/BW/VL");
+        return;
+    }
+    for ty in TYPES {
+        let lens: &[usize] = if ty == GgmlType::Q8_0 {
+            &[96, 160, 256, 2048]
+        } else {
+            &[256, 768, 2048]
+        };
+        for (k, &cols) in lens.iter().enumerate() {
+            let (nrows, n) = (7, 9);
+            let (bytes, wd, _, acts) = setup(ty, nrows, cols, n, 3 + k as u32);
+            let rb = bytes.len() / nrows;
+            for r0 in 0..nrows {
+                for t0 in 0..n {
+                    // Rows r0.., tokens t0.. (every count of rows and of tokens per tile).
+                    let rows = &bytes[r0 * rb..];
+                    let mut got = vec![f32::NAN; (nrows - r0) * (n - t0)];
+                    let m = nrows - r0;
+                    assert!(dot_block(ty, rows, rb, &acts, t0..n, |t, i, v| {
+                        got[t * m + i] = v
+                    }));
+                    for i in 0..m {
+                        for t in 0..n - t0 {
+                            let row = &bytes[(r0 + i) * rb..][..rb];
+                            let want = dot_row_reference(ty, row, acts.row(t0 + t));
+                            let v = got[t * m + i];
+                            let tol = bound(&wd[(r0 + i) * cols..][..cols], &acts, t0 + t);
+                            assert!(
+                                (v - want).abs() <= tol,
+                                "{} cols {cols} row {} token {}: {v} vs {want} (tol {tol})",
+                                ty.name(),
+                                r0 + i,
+                                t0 + t
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The matmul with the VNNI tiles forced on and off: both within the bound of the
+/// reference for 1..=40 tokens (decode, the tiles, the groups above the AVX2 limit).
+#[test]
+fn the_matmul_with_vnni_on_and_off_equals_the_reference() {
+    use crate::kernels::Matrix;
+    for ty in TYPES {
+        let (rows, cols) = (37, 512);
+        for n in [1usize, 2, 3, 5, 8, 17, 40] {
+            // `acts` is what the matmul makes of `xs` (the same quantiser).
+            let (bytes, wd, xs, acts) = setup(ty, rows, cols, n, 11 + n as u32);
+            let m = Matrix::quant(ty, &bytes, rows, cols);
+            let rb = bytes.len() / rows;
+            for on in [false, true] {
+                if on && !cpu_has_vnni() {
+                    eprintln!("skipped the VNNI half: this CPU lacks AVX512_VNNI/BW/VL");
+                    continue;
+                }
+                let mut out = vec![0.0f32; n * rows];
+                with_vnni(on, || {
+                    with_quant_activations(true, || m.matmul(&xs, &mut out))
+                });
+                for t in 0..n {
+                    for r in 0..rows {
+                        let want = dot_row_reference(ty, &bytes[r * rb..][..rb], acts.row(t));
+                        let tol = bound(&wd[r * cols..][..cols], &acts, t);
+                        let v = out[t * rows + r];
+                        assert!(
+                            (v - want).abs() <= tol,
+                            "{} vnni {on} n {n} [{t},{r}]: {v} vs {want}",
+                            ty.name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The token limit of the int8 path: VNNI_MAX_TOKENS for Q8_0 and Q6_K with the VNNI
+/// tiles on, the AVX2 tiles' limit with them off and for Q4_K.
+#[test]
+fn the_int8_limit_follows_the_vnni_switch() {
+    use super::super::{TILED_MAX_TOKENS, int8_max_tokens};
+    if std::env::var("ANATOMY_QUANT_ACTIVATIONS").is_ok_and(|v| v.trim() == "0") {
+        return;
+    }
+    for ty in TYPES {
+        assert_eq!(with_vnni(false, || int8_max_tokens(ty)), TILED_MAX_TOKENS);
+        let on = with_vnni(true, || int8_max_tokens(ty));
+        if cpu_has_vnni() && ty != GgmlType::Q4_K {
+            assert_eq!(on, VNNI_MAX_TOKENS, "{}", ty.name());
+        } else {
+            assert_eq!(on, TILED_MAX_TOKENS, "{}", ty.name());
+        }
+    }
+}
+
+#[test]
+fn a_non_finite_activation_gives_nan() {
+    if !cpu_has_vnni() {
+        eprintln!("skipped: this CPU lacks AVX512_VNNI/BW/VL");
+        return;
+    }
+    for ty in TYPES {
+        let (bytes, _, mut x, mut acts) = setup(ty, 1, 256, 1, 1);
+        x[40] = f32::NAN;
+        acts.quantize(&x, 256, activation_block(ty).unwrap());
+        let mut got = 0.0;
+        assert!(dot_block(
+            ty,
+            &bytes,
+            bytes.len(),
+            &acts,
+            0..1,
+            |_, _, v| got = v
+        ));
+        assert!(got.is_nan(), "{}", ty.name());
+    }
+}
+
+/// The VNNI tiles against the AVX2 int8 path and the f32 path on expert-sized matrices,
+/// one thread (`cargo test --release --lib vnni_timing -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn vnni_timing() {
+    use crate::kernels::Matrix;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    for (rows, cols) in [(768, 2048), (2048, 768)] {
+        let w: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 7919 % 211) as f32 - 105.0) / 300.0)
+            .collect();
+        for ty in TYPES {
+            let mut bytes = Vec::new();
+            quantize(ty, &w, &mut bytes);
+            let m = Matrix::quant(ty, &bytes, rows, cols);
+            for n in [1usize, 4, 16, 24, 32, 48, 64, 128] {
+                let xs: Vec<f32> = (0..n * cols)
+                    .map(|i| ((i * 53 % 97) as f32 - 48.0) / 32.0)
+                    .collect();
+                let mut out = vec![0.0f32; n * rows];
+                let mut rate = [0.0; 3];
+                for (k, (vnni, int8)) in [(true, true), (false, true), (false, false)]
+                    .into_iter()
+                    .enumerate()
+                {
+                    let reps = (1024 / n).max(4);
+                    pool.install(|| {
+                        let run = |out: &mut [f32]| {
+                            with_vnni(vnni, || with_quant_activations(int8, || m.matmul(&xs, out)))
+                        };
+                        run(&mut out);
+                        let t0 = std::time::Instant::now();
+                        for _ in 0..reps {
+                            run(&mut out);
+                        }
+                        rate[k] = (reps * n) as f64 / t0.elapsed().as_secs_f64();
+                    });
+                }
+                eprintln!(
+                    "{rows}x{cols} {} n={n}: vnni {:.0} tok/s, avx2 int8 {:.0} tok/s, f32 {:.0} tok/s",
+                    ty.name(),
+                    rate[0],
+                    rate[1],
+                    rate[2]
+                );
+            }
+        }
+    }
+}
