@@ -20,7 +20,9 @@
 # AVX2=1 measures both sides' AVX2 paths on a CPU that has AVX-512: ours with
 # ANATOMY_NO_AVX512=1 (no AVX-512, VNNI or native bf16 kernel), llama.cpp from
 # PEERS/llama-avx2 (setup-peers.sh with LLAMA_AVX2=1: GGML_NATIVE off, AVX2+FMA+F16C only);
-# its rows are named ROW-avx2.
+# its rows are named ROW-avx2. ROUND=1 runs ours with ANATOMY_BF16_ACTIVATIONS=round
+# (activations rounded to bf16 for the native bf16 kernels, as llama.cpp does); its rows
+# are named ROW-round.
 # Every figure is a wall-clock rate: run it on an otherwise idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +35,10 @@ if [ "$AVX2" = 1 ]; then
     SUFFIX=-avx2
     OURS_ENV=(env ANATOMY_NO_AVX512=1)
     LLAMA_PY=${LLAMA_PY:-$PEERS/llama-avx2/bin/python}
+fi
+if [ "${ROUND:-0}" = 1 ]; then
+    SUFFIX=$SUFFIX-round
+    OURS_ENV=(env "${OURS_ENV[@]:1}" ANATOMY_BF16_ACTIVATIONS=round)
 fi
 LLAMA_PY=${LLAMA_PY:-$PEERS/llama/bin/python}
 CANDLE_BIN=${CANDLE_BIN:-scripts/candle-bench/target/release/candle-bench}

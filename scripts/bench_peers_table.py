@@ -19,7 +19,7 @@ import sys
 out = sys.argv[1]
 BASE_ROWS = ["bf16", "q8_0", "q4_k_m", "48-layer-q4_k_m"]
 # Each row on the CPU's best paths, then forced to AVX2 on both sides (bench-peers.sh AVX2=1).
-ROW_ORDER = BASE_ROWS + [r + "-avx2" for r in BASE_ROWS]
+ROW_ORDER = [r + sfx for sfx in ["", "-round", "-avx2"] for r in BASE_ROWS]
 
 
 def load(path):
