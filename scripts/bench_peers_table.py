@@ -66,10 +66,18 @@ if first:
     mach = first["ours512"]["machine"]
     print(f"- this machine's probes (first pair, {mach['threads']} threads): read "
           f"{mach['mem_read_gb_s']:.1f} GB/s, f32 FMA {mach['fma_gflop_s']:.0f} GFLOP/s ({mach['fma_kernel']})")
-llama_any = next((p["llama"] for ps in runs.values() for p in ps), None)
-if llama_any:
-    print(f"- llama.cpp: llama-cpp-python {llama_any['llama_cpp_python']}, "
-          f"`{llama_any['system_info'].strip()}`")
+for label, pick in [("llama.cpp", lambda row: not row.endswith("-avx2")),
+                    ("llama.cpp for the -avx2 rows", lambda row: row.endswith("-avx2"))]:
+    llama_any = next((p["llama"] for (row, _), ps in runs.items() if pick(row) for p in ps), None)
+    if llama_any:
+        print(f"- {label}: llama-cpp-python {llama_any['llama_cpp_python']}, "
+              f"`{llama_any['system_info'].strip()}`")
+if any(row.endswith("-avx2") for row, _ in runs):
+    print("- the -avx2 rows: ours with `ANATOMY_NO_AVX512=1` (AVX2 kernels only), llama.cpp built "
+          "with `GGML_NATIVE=OFF` and AVX-512 off (`scripts/setup-peers.sh` with `LLAMA_AVX2=1`)")
+if any(row.endswith("-round") for row, _ in runs):
+    print("- the -round rows: ours with `ANATOMY_BF16_ACTIVATIONS=round` (activations rounded to "
+          "bf16, as llama.cpp's bf16 path does; the default splits them exactly)")
 print("- ours: `anatomy bench FILE --prompt-len 128 --gen 32 --reps 1 --threads T --json`, then "
       "`--prompt-len 512 --gen 1` (48-layer: `--prompt-len 512 --gen 16` only)")
 print("- llama.cpp: `scripts/bench_llamacpp.py FILE --prefill 128,512 --decode-prompt 128 --gen 32 "

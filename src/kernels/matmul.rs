@@ -508,9 +508,14 @@ mod tests {
                 Matrix::bf16(&wb, rows, cols),
                 Matrix::f16(&wh, rows, cols),
             ] {
-                for avx512 in [false, true] {
+                // The AVX-512 widening tiles too where the native bf16 kernels would run.
+                for (avx512, widen) in [(false, false), (true, false), (true, true)] {
                     let mut fast = vec![0.0f32; n * rows];
-                    m.matmul_with(&xs, &mut fast, avx512);
+                    if widen {
+                        bf16::with_bf16_mode(None, || m.matmul_with(&xs, &mut fast, avx512));
+                    } else {
+                        m.matmul_with(&xs, &mut fast, avx512);
+                    }
                     let mut row = vec![0.0f32; cols];
                     for t in 0..n {
                         let x = &xs[t * cols..(t + 1) * cols];
