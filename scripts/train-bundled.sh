@@ -5,8 +5,8 @@
 #   scripts/train-bundled.sh            # train into target/anatomy-moe, copy into data/
 #   PYTHON=/work/peers/py/bin/python    # torch 2.15 + transformers 5.24 + tiktoken
 #
-# The run is seeded: the same command gives the same loss curve to rounding
-# (tests/bundled_model.rs reruns its first steps and compares them with the recorded log).
+# The run is seeded: the same command gives the recorded losses exactly for its first steps
+# (tests/bundled_model.rs reruns them), then drifts by rounding (chapter 12, §12.16).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-target/anatomy-moe}
