@@ -25,6 +25,12 @@ const CASES: &[&str] = &[
 ];
 const STYLES: &[&str] = &["config.json", "config_4x.json"];
 
+/// Max |Δlogit| against transformers' f32 computation. The widening kernels stay under
+/// 1e-5; the native bf16 kernels in their exact (Split) mode add two more rounded additions
+/// per pair and measured 1.26e-5 on untied_bf16_sharded (Zen 4, AVX512_BF16), so 2e-5; the
+/// task's bound is 1e-4.
+const TOLERANCE: f32 = 2e-5;
+
 fn case_dir(case: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/qwen2")
@@ -84,7 +90,7 @@ fn check_case(case: &str, style: &str) -> f32 {
         &out.logits[..]
     };
     let diff = max_abs_diff(ours, &exp.logits);
-    assert!(diff < 1e-5, "{case} [{style}]: max |Δlogit| = {diff:e}");
+    assert!(diff < TOLERANCE, "{case} [{style}]: max |Δlogit| = {diff:e}");
 
     let opts = GenerateOptions {
         max_new_tokens: exp.greedy.len(),
@@ -316,7 +322,7 @@ fn cli_logits_generate_and_router_stats_on_qwen2() {
             shape,
             vec![exp.prompt.len(), exp.logits.len() / exp.prompt.len()]
         );
-        assert!(max_abs_diff(&logits, &exp.logits) < 1e-5, "{case}");
+        assert!(max_abs_diff(&logits, &exp.logits) < TOLERANCE, "{case}");
 
         let o = anatomy(&[
             "generate",
