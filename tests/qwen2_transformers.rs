@@ -90,7 +90,10 @@ fn check_case(case: &str, style: &str) -> f32 {
         &out.logits[..]
     };
     let diff = max_abs_diff(ours, &exp.logits);
-    assert!(diff < TOLERANCE, "{case} [{style}]: max |Δlogit| = {diff:e}");
+    assert!(
+        diff < TOLERANCE,
+        "{case} [{style}]: max |Δlogit| = {diff:e}"
+    );
 
     let opts = GenerateOptions {
         max_new_tokens: exp.greedy.len(),
