@@ -48,6 +48,13 @@ impl Matrix<'_> {
         self.matmul_with(xs, out, x86::use_avx512());
     }
 
+    /// [`Matrix::matmul`] on the AVX2 (or portable) tiles whatever the CPU has, so the
+    /// summation order, hence every bit of the result, is the same on AVX2 and AVX-512
+    /// CPUs (the trainer's forward uses it: a run reproduces across machines).
+    pub fn matmul_without_avx512(&self, xs: &[f32], out: &mut [f32]) {
+        self.matmul_with(xs, out, false);
+    }
+
     /// [`Matrix::matmul`] with the AVX-512 tiles allowed or not (tests run both paths).
     fn matmul_with(&self, xs: &[f32], out: &mut [f32], avx512: bool) {
         assert!(

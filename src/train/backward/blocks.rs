@@ -19,7 +19,9 @@ pub fn linear_forward(w: &[f32], rows: usize, cols: usize, x: &[f32], y: &mut [f
     if x.is_empty() {
         return;
     }
-    Matrix::f32(w, rows, cols).matmul(x, y);
+    // The AVX2 tiles on every x86-64 CPU, AVX-512 or not: training is a long chain in
+    // which summation order compounds, so a run must not change with the CPU it runs on.
+    Matrix::f32(w, rows, cols).matmul_without_avx512(x, y);
 }
 
 // ANCHOR: linear_backward_reference
