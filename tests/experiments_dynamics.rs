@@ -75,6 +75,56 @@ fn collapse_short_run() {
     std::fs::remove_dir_all(root).unwrap();
 }
 
+/// A fake run whose final held-out loss is `loss`.
+fn fake_run(lr: f64, loss: f32) -> dynamics::RunRecord {
+    dynamics::RunRecord {
+        name: format!("lr {lr:e}"),
+        options: Default::default(),
+        tie_word_embeddings: true,
+        steps_done: 1,
+        diverged: None,
+        wall_s: 0.0,
+        tokens_per_s: 0.0,
+        initial_probe: Vec::new(),
+        log: vec![dynamics::Sample {
+            step: 1,
+            loss,
+            heldout_loss: Some(loss),
+            max_logit: 0.0,
+            grad_norm: 0.0,
+            qk_clipped_heads: 0,
+            expert_counts: Vec::new(),
+            probe: Vec::new(),
+        }],
+    }
+}
+
+/// The sweep grows its grid past the end that holds the best rate until a worse rate lies on
+/// each side: a loss bowl with its bottom at 0.03 (above the starting grid) takes two
+/// extensions, 3.125e-2 (best) and 7.8125e-2 (worse); a bowl below the grid takes one step
+/// down; and a sweep that runs out of rates says it is not bracketed.
+#[test]
+fn the_sweep_brackets_the_best_rate() {
+    let bowl = |bottom: f64| {
+        move |lr: f64| -> llm_anatomy::error::Result<dynamics::RunRecord> {
+            Ok(fake_run(lr, 1.0 + ((lr / bottom).ln().powi(2)) as f32))
+        }
+    };
+    let s = muon::bracket_sweep(&muon::LRS, muon::MAX_RATES, bowl(0.03)).unwrap();
+    let rates: Vec<String> = s.runs.iter().map(|r| r.name.clone()).collect();
+    assert_eq!(rates.len(), 5, "{rates:?}");
+    assert!(
+        (s.best - 1.25e-2 * muon::GRID_STEP).abs() < 1e-12 && s.bracketed,
+        "{rates:?}"
+    );
+    let s = muon::bracket_sweep(&muon::LRS, muon::MAX_RATES, bowl(1e-3)).unwrap();
+    assert!((s.best - 2e-3 / muon::GRID_STEP).abs() < 1e-12 && s.bracketed);
+    assert_eq!(s.runs.len(), 5, "8e-4 is best, 3.2e-4 below it worse");
+    let s = muon::bracket_sweep(&muon::LRS, 4, bowl(10.0)).unwrap();
+    assert_eq!(s.runs.len(), 4);
+    assert!(!s.bracketed);
+}
+
 #[test]
 fn muon_short_run() {
     let (root, opts) = short_options("muon");
@@ -217,4 +267,28 @@ fn recorded_results_are_pinned() {
             assert!(h.git_commit.is_some() && h.cpu_model.is_some(), "{id}");
         }
     }
+}
+
+/// `book/src/generated/train-dynamics.md` (chapter 13.1's verdicts) is the registry's table
+/// of this group's claims; `BLESS=1 cargo test --test experiments_dynamics book_table`
+/// rewrites it.
+#[test]
+fn book_table_is_current() {
+    let rows: Vec<claims::Claim> = dynamics::IDS
+        .iter()
+        .filter_map(|id| claims::find(id))
+        .collect();
+    assert_eq!(rows.len(), dynamics::IDS.len());
+    let text = claims::markdown_table(&rows);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src/generated/train-dynamics.md");
+    if std::env::var_os("BLESS").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(
+        on_disk,
+        text,
+        "{} is stale: run BLESS=1 cargo test --test experiments_dynamics book_table",
+        path.display()
+    );
 }

@@ -65,6 +65,15 @@ fn train_collapse() -> Outcome {
     })
 }
 
+/// Says whether a sweep's best rate had a worse rate tried on each side.
+fn bracket(bracketed: bool) -> &'static str {
+    if bracketed {
+        "bracketed by the sweep"
+    } else {
+        "at the sweep's edge"
+    }
+}
+
 fn train_muon_efficiency() -> Outcome {
     recorded(muon::ID, |r: &muon::MuonResults| {
         let v = muon::verdict(r)?;
@@ -93,14 +102,16 @@ fn train_muon_efficiency() -> Outcome {
         Ok(outcome(
             v.gain,
             format!(
-                "final held-out loss after {} steps × {} tokens over {} seeds: AdamW (lr {:e}) {:.3} [{}], Muon (lr {:e}) {:.3} [{}]",
+                "final held-out loss after {} steps × {} tokens over {} seeds: AdamW (lr {:e}, {}) {:.3} [{}], Muon (lr {:e}, {}) {:.3} [{}]",
                 r.header.budget.steps,
                 r.header.budget.batch_size * r.header.budget.seq_len,
                 v.adamw.len(),
                 r.best_adamw_lr,
+                bracket(r.adamw_bracketed),
                 v.adamw_mean,
                 fmt(&v.adamw),
                 r.best_muon_lr,
+                bracket(r.muon_bracketed),
                 v.muon_mean,
                 fmt(&v.muon)
             ),
