@@ -5,8 +5,9 @@
 #   scripts/train-bundled.sh            # train into target/anatomy-moe, copy into data/
 #   PYTHON=/work/peers/py/bin/python    # torch 2.15 + transformers 5.24 + tiktoken
 #
-# The run is seeded: the same command gives the recorded losses exactly for its first steps
-# (tests/bundled_model.rs reruns them), then drifts by rounding (chapter 12, §12.16).
+# The run is seeded and its arithmetic order fixed: the same command gives the recorded
+# losses at every step and the same model file, byte for byte, on any x86-64 CPU with AVX2
+# (chapter 12, §12.16; tests/bundled_model.rs reruns the first steps).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-target/anatomy-moe}

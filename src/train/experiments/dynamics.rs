@@ -130,7 +130,8 @@ pub struct Header {
     pub git_commit: Option<String>,
     pub cpu_model: Option<String>,
     pub cpu_flags: Vec<String>,
-    /// Worker threads asked for (0 = all cores).
+    /// Worker threads the runs had (files recorded before 2026-12-02 evening hold what was
+    /// asked for, 0 meaning all cores).
     pub threads: usize,
     pub wall_s: f64,
     pub train_tokens: usize,
@@ -373,7 +374,8 @@ pub fn header(id: &str, opts: &ExperimentOptions, setup: &Setup, budget: Budget)
         git_commit: super::git_commit(),
         cpu_model,
         cpu_flags,
-        threads: opts.threads,
+        // The pool the experiment runs in (`--threads`, or the global one of all cores).
+        threads: rayon::current_num_threads(),
         wall_s: 0.0,
         train_tokens: setup.corpus.train.len(),
         heldout_tokens: setup.corpus.heldout.len(),
