@@ -630,7 +630,7 @@ fn s1_exercise3() -> Outcome {
     let ok = best.1 >= CLASS_SEPARATION;
     let note = if ok {
         format!(
-            "Measured on the model trained here (real text): word classes go to different experts — in layer {} {} and {} tokens' expert distributions differ by {:.2} in total variation (≥ {CLASS_SEPARATION}). `anatomy tour` prints the whole table; `anatomy router-stats` measures any checkpoint.",
+            "Measured on the model trained here (real text): word classes go to different experts — in layer {} {} and {} tokens' expert distributions differ by {:.2} in total variation (≥ {CLASS_SEPARATION}). `anatomy tour` prints the whole table and figures/trained_word_experts.svg draws it; `anatomy router-stats` measures any checkpoint.",
             best.0, best.2, best.3, best.1
         )
     } else {

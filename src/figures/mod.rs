@@ -105,6 +105,11 @@ pub const FIGURES: &[Figure] = &[
         draw: qwen3::qwen3_word_experts,
     },
     Figure {
+        name: "trained_word_experts",
+        size: (1400, 360),
+        draw: qwen3::trained_word_experts,
+    },
+    Figure {
         name: "quant_error",
         size: (820, 460),
         draw: quant::quant_error,

@@ -1,5 +1,6 @@
-//! Chapter 9's figure: which experts each word class is routed to in the bundled tiny
-//! Qwen3-MoE.
+//! Chapter 9's figures: which experts each word class is routed to, in the bundled tiny
+//! Qwen3-MoE (toy grammar) and in the model this crate trained on the real corpus
+//! (`s1.exercise3`).
 
 use super::{Area, DrawResult};
 use plotters::prelude::*;
@@ -8,16 +9,43 @@ use plotters::prelude::*;
 /// on a toy grammar), one heatmap per MoE layer; cells give the share of the class's
 /// expert slots in percent.
 pub(super) fn qwen3_word_experts(root: &Area) -> DrawResult {
-    root.fill(&WHITE)?;
     let (config, ckpt) = crate::qwen3::open(&crate::qwen3::bundled_dir())?;
     let model = crate::qwen3::Model::new(config, &ckpt)?;
     let tok = crate::tokenizer::Tokenizer::qwen()?;
     let r = crate::qwen3::word_class_routing(&model, &tok)?;
-    let (title, body) = root.split_vertically(40);
-    title.titled(
+    draw_word_experts(
+        root,
         "Bundled tiny Qwen3-MoE: share of each word class's expert slots (%), held-out toy-grammar text",
-        ("sans-serif", 18),
+        &r,
+    )
+}
+
+/// Chapter 9 and `s1.exercise3`: the same heatmaps for the model `anatomy train` trained on
+/// the real corpus (data/anatomy-moe/), on the held-out document and word classes of its
+/// `word_classes.json`.
+pub(super) fn trained_word_experts(root: &Area) -> DrawResult {
+    let dir = crate::qwen3::trained::trained_dir();
+    let (config, ckpt) = crate::qwen3::open(&dir)?;
+    let model = crate::qwen3::Model::new(config, &ckpt)?;
+    let tok = crate::tokenizer::Tokenizer::qwen()?;
+    let r = crate::qwen3::word_class_routing_file(
+        &model,
+        &tok,
+        &dir.join("word_classes.json"),
+        "a held-out document of the corpus",
     )?;
+    draw_word_experts(
+        root,
+        "Model trained here (data/anatomy-moe): share of each word class's expert slots (%), a held-out document",
+        &r,
+    )
+}
+
+/// One heatmap per MoE layer of a word-class routing table, under a title.
+fn draw_word_experts(root: &Area, heading: &str, r: &crate::qwen3::ClassRouting) -> DrawResult {
+    root.fill(&WHITE)?;
+    let (title, body) = root.split_vertically(40);
+    title.titled(heading, ("sans-serif", 18))?;
     let panels = body.split_evenly((1, r.layers.len()));
     let classes = r.classes.clone();
     for (panel, (layer, shares)) in panels.iter().zip(&r.layers) {
