@@ -18,7 +18,8 @@ What is compared, per code cell in order (the cells' sources must match too):
     elsewhere; --bless stores it masked too) becomes «repo», memory addresses (0x and 8+ hex digits), durations
     (a number followed by ns, µs, us, ms or s) and rates (… tok/s, GB/s, GFLOP/s, MB/s)
     become «…»; a cell whose metadata has `llm_anatomy.volatile: true` (timings of the
-    benchmark) has every number masked and its runs of blanks collapsed (column padding).
+    benchmark) has every number and instruction-set name (avx2+fma, avx512f, ...) masked and
+    its runs of blanks collapsed (column padding).
 Execution counts and metadata are not compared. --bless strips nbconvert's per-cell timing
 metadata (`metadata.execution`) so that the committed file changes only when outputs do.
 """
@@ -33,6 +34,9 @@ ADDRESS = re.compile(r"0x[0-9a-fA-F]{8,}")
 DURATION = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?\s?(?:ns|µs|us|ms|s)\b")
 RATE = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?\s?(?:tok/s|tokens/s|GB/s|MB/s|GFLOP/s)")
 NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?")
+# The instruction set a kernel ran with ("avx2+fma", "avx512f", "avx512_bf16", ...): in a
+# volatile cell it names the machine, not the code.
+ISA = re.compile(r"\bavx[0-9a-z_]*(?:\+[0-9a-z_]+)*")
 
 
 REPO = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
@@ -48,7 +52,9 @@ def mask(text, volatile):
     text = RATE.sub("«rate»", text)
     text = DURATION.sub("«time»", text)
     if volatile:
-        # Numbers change, and with them the padding of right-aligned columns.
+        # Numbers change, and with them the padding of right-aligned columns; the kernels'
+        # instruction sets change with the CPU.
+        text = ISA.sub("«isa»", text)
         text = NUMBER.sub("«n»", text)
         text = re.sub(r"[ \t]+", " ", text)
     return text
