@@ -187,6 +187,11 @@ fn grouped_with<'w>(
         (true, WeightData::F32(_)) => GEMM_MIN_TOKENS_F32,
         (true, _) => GEMM_MIN_TOKENS,
     };
+    // Groups the int8 path takes need no panels (Q4_K's limit has none with VNNI).
+    let min_tokens = match act_block {
+        Some(_) => min_tokens.max(int8_limit.saturating_add(1)),
+        None => min_tokens,
+    };
     PANELS.with(|cell| {
         let mut mine = cell.try_borrow_mut().ok();
         let mut fresh = Panels::default();

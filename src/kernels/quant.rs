@@ -20,9 +20,10 @@
 //! [`with_quant_activations`] overrides it on the calling thread (tests run both paths).
 //! Groups of two tokens or more take the tiles; a single token (a decode step, or an expert
 //! that one token chose) takes [`decode`]'s row kernels, which need fewer instructions per
-//! weight byte when nothing is shared between tokens. With AVX512_VNNI, [`vnni`]'s tiles
-//! (`vpdpbusd`) take the Q8_0 and Q6_K groups instead, up to [`vnni::VNNI_MAX_TOKENS`]
-//! rows; `ANATOMY_NO_VNNI` (or `ANATOMY_NO_AVX512`) set turns them off.
+//! weight byte when nothing is shared between tokens. With AVX512_VNNI, [`vnni`]'s kernels
+//! (`vpdpbusd`) take the groups of two tokens or more instead: tiles for Q8_0 and Q6_K, up
+//! to [`vnni::VNNI_MAX_TOKENS`] rows, and 16-row lanes for Q4_K, for groups of any size;
+//! `ANATOMY_NO_VNNI` (or `ANATOMY_NO_AVX512`) set turns them off.
 
 use crate::quant::k_blocks::scale_min_k4;
 use crate::quant::{GgmlType, QK_K};
@@ -57,7 +58,7 @@ pub const TILED_MAX_TOKENS: usize = 16;
 /// The largest group of a matmul of weight type `ty` that quantises its activations (0:
 /// none): this thread's override if set (all or none), else, unless
 /// `ANATOMY_QUANT_ACTIVATIONS=0`, [`TILED_MAX_TOKENS`] when `ty` has register tiles (or
-/// [`vnni::VNNI_MAX_TOKENS`] when the VNNI tiles take `ty`) and
+/// [`vnni::max_tokens`] when the VNNI kernels take `ty`) and
 /// [`MAX_TOKENS`] (decode) for the other types with an int8 kernel.
 pub fn int8_max_tokens(ty: GgmlType) -> usize {
     static ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -587,7 +588,8 @@ mod tests {
     }
 
     /// The default policy, per group of one call: a tiled type's groups of at most
-    /// TILED_MAX_TOKENS rows take int8, bigger ones the f32 path.
+    /// `int8_max_tokens` rows take int8, bigger ones the f32 path (with the VNNI kernels
+    /// on and off: Q4_K's row lanes take every group).
     #[test]
     fn small_groups_take_int8_and_big_ones_f32() {
         use crate::kernels::{Group, Matrix, matmul_grouped};
@@ -615,15 +617,19 @@ mod tests {
                 first_out: 3,
             },
         ];
-        let mut out = vec![0.0f32; n * rows];
-        matmul_grouped(|_| m, &groups, &xs, &mut out);
-        let (mut int8, mut f32_path) = (vec![0.0f32; n * rows], vec![0.0f32; n * rows]);
-        // Each group apart, as `matmul_grouped` tiles it.
-        let (small, rest) = xs.split_at(3 * cols);
-        with_quant_activations(true, || m.matmul(small, &mut int8[..3 * rows]));
-        with_quant_activations(false, || m.matmul(rest, &mut f32_path[3 * rows..]));
-        assert_eq!(out[..3 * rows], int8[..3 * rows]);
-        assert_eq!(out[3 * rows..], f32_path[3 * rows..]);
+        for on in [false, true] {
+            vnni::with_vnni(on, || {
+                let mut out = vec![0.0f32; n * rows];
+                matmul_grouped(|_| m, &groups, &xs, &mut out);
+                let big_int8 = big <= int8_max_tokens(GgmlType::Q4_K);
+                let mut apart = vec![0.0f32; n * rows];
+                // Each group apart, as `matmul_grouped` tiles it.
+                let (small, rest) = xs.split_at(3 * cols);
+                with_quant_activations(true, || m.matmul(small, &mut apart[..3 * rows]));
+                with_quant_activations(big_int8, || m.matmul(rest, &mut apart[3 * rows..]));
+                assert_eq!(out, apart, "vnni {on}, big group int8 {big_int8}");
+            });
+        }
     }
 
     #[test]

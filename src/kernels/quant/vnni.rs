@@ -66,16 +66,19 @@ pub fn has_vnni(ty: GgmlType) -> bool {
     matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_K | GgmlType::Q6_K) && cpu_has_vnni()
 }
 
-/// Whether the VNNI tiles beat the AVX2 int8 kernels for a group of `n` tokens of `ty`
+/// Whether the VNNI kernels beat the AVX2 int8 kernels for a group of `n` tokens of `ty`
 /// (`tests::vnni_timing`, 768 × 2048 and 2048 × 768, one thread): Q8_0 and Q6_K by
-/// 1.4–1.7× from 4 tokens. At 1 token the AVX2 decode kernels stay: on a matrix in cache
-/// VNNI wins for Q8_0 (1.4×) and ties for Q6_K, but streaming an LM-head-sized matrix from
-/// memory (`tiles::big_timing`, one thread) its 4-row tile without prefetches reads Q8_0 at
-/// 9.2 GB/s against the decode kernel's 13.6. Q4_K never (the AVX2 decode kernel is 1.8×
-/// faster at 1 token, the tiles 0.9–1.0× from 4: there `vpmaddwd` applies the scales in
-/// integers, here an f32 multiply per row and token does).
+/// 1.4–1.7× from 4 tokens, Q4_K's row lanes by 1.6× at 4 tokens and 3× from 16. At 1
+/// token the AVX2 decode kernels stay: on a matrix in cache VNNI wins for Q8_0 (1.4×) and
+/// ties for Q6_K, but streaming an LM-head-sized matrix from memory (`tiles::big_timing`,
+/// one thread) its 4-row tile without prefetches reads Q8_0 at 9.2 GB/s against the decode
+/// kernel's 13.6; Q4_K's lanes need two tokens to pay for their transposes.
 pub fn wins(ty: GgmlType, n: usize) -> bool {
-    matches!(ty, GgmlType::Q8_0 | GgmlType::Q6_K) && n >= 2
+    match ty {
+        GgmlType::Q8_0 | GgmlType::Q6_K => n >= 2,
+        GgmlType::Q4_K => n >= LANES_MIN_TOKENS,
+        _ => false,
+    }
 }
 
 /// With the VNNI tiles, groups of Q8_0 and Q6_K take the int8 path up to this many token
@@ -84,10 +87,26 @@ pub fn wins(ty: GgmlType, n: usize) -> bool {
 /// AVX-512 outer-product kernel by 1.0–1.25× at 48, and lose to it at 64 (0.8–1.0×).
 pub const VNNI_MAX_TOKENS: usize = 48;
 
-/// The int8 path's token limit for `ty` when this thread's matmuls take the VNNI tiles
+/// Q4_K groups of at least this many tokens take the row-lane kernel (`lanes.rs`) for
+/// each 16 rows; fewer rows and smaller groups take the tiles and the decode kernel.
+pub const LANES_MIN_TOKENS: usize = 2;
+
+/// Q4_K groups take the int8 path up to this many token rows with the VNNI kernels: the
+/// row lanes cost the same per token however many there are (passes of 64), and beat
+/// the f32 path (dequantised rows, outer products) by 1.1–2.0× at 128 and 512 tokens
+/// (`tests::vnni_timing`, one thread, with the other core busy).
+pub const LANES_MAX_TOKENS: usize = usize::MAX;
+
+/// The int8 path's token limit for `ty` when this thread's matmuls take the VNNI kernels
 /// and they win for `ty` at prefill sizes, else `None`.
 pub fn max_tokens(ty: GgmlType) -> Option<usize> {
-    (wins(ty, 2) && has_vnni(ty) && use_vnni()).then_some(VNNI_MAX_TOKENS)
+    if !(wins(ty, 2) && has_vnni(ty) && use_vnni()) {
+        return None;
+    }
+    Some(match ty {
+        GgmlType::Q4_K => LANES_MAX_TOKENS,
+        _ => VNNI_MAX_TOKENS,
+    })
 }
 
 /// `put(t, i, Σ_c w_i,c · x̂_c)` for every row `i` of `rows` (consecutive rows of
@@ -126,6 +145,22 @@ pub fn dot_block(
     );
     let nrows = rows.len() / row_bytes;
     let mut i0 = 0;
+    #[cfg(target_arch = "x86_64")]
+    if ty == GgmlType::Q4_K && tokens.len() >= LANES_MIN_TOKENS {
+        // Sixteen rows at a time in the lanes; the last rows (fewer than 16) take the tiles.
+        while nrows - i0 >= lanes::ROWS {
+            let block = &rows[i0 * row_bytes..(i0 + lanes::ROWS) * row_bytes];
+            let mut t0 = tokens.start;
+            while t0 < tokens.end {
+                let nt = (tokens.end - t0).min(lanes::MAX_TOKENS);
+                lanes::q4_k_rows16(block, row_bytes, acts, t0..t0 + nt, |t, i, v| {
+                    put(t0 - tokens.start + t, i0 + i, v)
+                });
+                t0 += nt;
+            }
+            i0 += lanes::ROWS;
+        }
+    }
     while i0 < nrows {
         let nr = (nrows - i0).min(MAX_ROWS);
         // A short last quad repeats its last row (computed, not written).
@@ -173,6 +208,10 @@ fn tile<const T: usize>(
 #[cfg(target_arch = "x86_64")]
 #[path = "vnni/x86.rs"]
 mod x86;
+
+#[cfg(target_arch = "x86_64")]
+#[path = "vnni/lanes.rs"]
+mod lanes;
 
 #[cfg(not(target_arch = "x86_64"))]
 mod x86 {

@@ -136,8 +136,8 @@ fn the_matmul_with_vnni_on_and_off_equals_the_reference() {
     }
 }
 
-/// The token limit of the int8 path: VNNI_MAX_TOKENS for Q8_0 and Q6_K with the VNNI
-/// tiles on, the AVX2 tiles' limit with them off and for Q4_K.
+/// The token limit of the int8 path: VNNI_MAX_TOKENS for Q8_0 and Q6_K and
+/// LANES_MAX_TOKENS for Q4_K with the VNNI kernels on, the AVX2 tiles' limit with them off.
 #[test]
 fn the_int8_limit_follows_the_vnni_switch() {
     use super::super::{TILED_MAX_TOKENS, int8_max_tokens};
@@ -147,8 +147,12 @@ fn the_int8_limit_follows_the_vnni_switch() {
     for ty in TYPES {
         assert_eq!(with_vnni(false, || int8_max_tokens(ty)), TILED_MAX_TOKENS);
         let on = with_vnni(true, || int8_max_tokens(ty));
-        if cpu_has_vnni() && ty != GgmlType::Q4_K {
-            assert_eq!(on, VNNI_MAX_TOKENS, "{}", ty.name());
+        if cpu_has_vnni() {
+            let want = match ty {
+                GgmlType::Q4_K => LANES_MAX_TOKENS,
+                _ => VNNI_MAX_TOKENS,
+            };
+            assert_eq!(on, want, "{}", ty.name());
         } else {
             assert_eq!(on, TILED_MAX_TOKENS, "{}", ty.name());
         }
@@ -196,7 +200,7 @@ fn vnni_timing() {
             let mut bytes = Vec::new();
             quantize(ty, &w, &mut bytes);
             let m = Matrix::quant(ty, &bytes, rows, cols);
-            for n in [1usize, 4, 16, 24, 32, 48, 64, 128] {
+            for n in [1usize, 4, 16, 24, 32, 48, 64, 128, 512] {
                 let xs: Vec<f32> = (0..n * cols)
                     .map(|i| ((i * 53 % 97) as f32 - 48.0) / 32.0)
                     .collect();
@@ -226,6 +230,41 @@ fn vnni_timing() {
                     rate[1],
                     rate[2]
                 );
+            }
+        }
+    }
+}
+
+/// The Q4_K row-lane kernel (16 rows a pass, `lanes.rs`) through `dot_block`: 16 and 37
+/// rows (two passes and 5 rows left to the tiles), 2..=9 tokens and 70 (two token passes),
+/// each value within the bound of the reference dot.
+#[test]
+fn q4_k_lanes_equal_the_reference_dots() {
+    if !cpu_has_vnni() {
+        eprintln!("skipped: this CPU lacks AVX512_VNNI/BW/VL");
+        return;
+    }
+    let ty = GgmlType::Q4_K;
+    for (k, &cols) in [256usize, 768, 2048].iter().enumerate() {
+        for nrows in [16usize, 37] {
+            for n in (LANES_MIN_TOKENS..=9).chain([70]) {
+                let (bytes, wd, _, acts) = setup(ty, nrows, cols, n, 90 + k as u32 + n as u32);
+                let rb = bytes.len() / nrows;
+                let mut got = vec![f32::NAN; nrows * n];
+                assert!(dot_block(ty, &bytes, rb, &acts, 0..n, |t, i, v| {
+                    got[t * nrows + i] = v
+                }));
+                for i in 0..nrows {
+                    for t in 0..n {
+                        let want = dot_row_reference(ty, &bytes[i * rb..][..rb], acts.row(t));
+                        let v = got[t * nrows + i];
+                        let tol = bound(&wd[i * cols..][..cols], &acts, t);
+                        assert!(
+                            (v - want).abs() <= tol,
+                            "cols {cols} rows {nrows} n {n} [{t},{i}]: {v} vs {want} (tol {tol})"
+                        );
+                    }
+                }
             }
         }
     }
