@@ -21,8 +21,8 @@
 //! Groups of two tokens or more take the tiles; a single token (a decode step, or an expert
 //! that one token chose) takes [`decode`]'s row kernels, which need fewer instructions per
 //! weight byte when nothing is shared between tokens. With AVX512_VNNI, [`vnni`]'s kernels
-//! (`vpdpbusd`) take the groups of two tokens or more instead: tiles for Q8_0 and Q6_K, up
-//! to [`vnni::VNNI_MAX_TOKENS`] rows, and 16-row lanes for Q4_K, for groups of any size;
+//! (`vpdpbusd`) take the Q8_0, Q4_K and Q6_K groups of two tokens or more instead, of any
+//! size: 16 weight rows in the lanes from [`vnni::LANES_MIN_TOKENS`] tokens, tiles below;
 //! `ANATOMY_NO_VNNI` (or `ANATOMY_NO_AVX512`) set turns them off.
 
 use crate::quant::k_blocks::scale_min_k4;

@@ -1,14 +1,17 @@
 //! AVX512_VNNI forms of the int8 tiles (chapter 10): `vpdpbusd` multiplies 64 unsigned by
 //! 64 signed bytes and adds each group of four products into an i32 lane in one
 //! instruction (AVX2 needs `vpmaddubsw` then `vpmaddwd`, and an i16 that can saturate).
-//! Tiles of up to [`MAX_ROWS`] weight rows by [`MAX_TILE_TOKENS`] token rows, for Q8_0,
-//! Q4_K and Q6_K, with a 64-byte register holding two 32-value activation blocks.
+//! Two kernels for Q8_0, Q4_K and Q6_K: tiles of up to [`MAX_ROWS`] weight rows by
+//! [`MAX_TILE_TOKENS`] token rows, a 64-byte register holding two 32-value activation
+//! blocks (small groups), and the row lanes of `lanes.rs`, 16 weight rows in the 16 lanes
+//! of a register (groups of [`LANES_MIN_TOKENS`] or more).
 //!
 //! Signedness: `vpdpbusd` wants the weight operand unsigned. Q4_K's nibbles already are;
 //! Q6_K's `q − 32` and Q8_0's signed `w` are fed as `q` and `w + 128` (a bit flip) and
 //! the offset is taken back in integers before the sum starts: the accumulator is seeded
 //! with `−32·Σx̂` (`−128·Σx̂`) per lane, itself one `vpdpbusd` of the token's bytes with a
-//! constant, shared by every row of the tile. So each i32 lane is the exact integer sum
+//! constant, shared by every row of the tile (the lanes take it off per block instead).
+//! So each i32 lane is the exact integer sum
 //! of four `w·x̂` products, as the reference's; only the f32 scaling and additions come in
 //! another order, and tests pin every tile to [`super::dot_row_reference`] within
 //! `4·(blocks)·ε·Σ|w·x̂|`, the bound of `tiles`.
@@ -61,18 +64,20 @@ pub fn use_vnni() -> bool {
     })
 }
 
-/// Whether `ty` has VNNI tiles on this CPU.
+/// Whether `ty` has VNNI kernels on this CPU.
 pub fn has_vnni(ty: GgmlType) -> bool {
     matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_K | GgmlType::Q6_K) && cpu_has_vnni()
 }
 
 /// Whether the VNNI kernels beat the AVX2 int8 kernels for a group of `n` tokens of `ty`
-/// (`tests::vnni_timing`, 768 × 2048 and 2048 × 768, one thread): Q8_0 and Q6_K by
-/// 1.4–1.7× from 4 tokens, Q4_K's row lanes by 1.6× at 4 tokens and 3× from 16. At 1
-/// token the AVX2 decode kernels stay: on a matrix in cache VNNI wins for Q8_0 (1.4×) and
-/// ties for Q6_K, but streaming an LM-head-sized matrix from memory (`tiles::big_timing`,
-/// one thread) its 4-row tile without prefetches reads Q8_0 at 9.2 GB/s against the decode
-/// kernel's 13.6; Q4_K's lanes need two tokens to pay for their transposes.
+/// (`tests::vnni_timing`, 768 × 2048 and 2048 × 768, one thread, best of three): from
+/// [`LANES_MIN_TOKENS`] the row lanes, 1.1–1.5× at 4 tokens and 2.0–3.3× from 16; at 2
+/// and 3 tokens the VNNI tiles for Q8_0 and Q6_K (1.4–1.7× when measured against AVX2),
+/// the AVX2 tiles for Q4_K (the VNNI tile was 0.9–1.0× there: its f32 scaling per row
+/// and token). At 1 token the AVX2 decode kernels stay: on a matrix in cache VNNI wins
+/// for Q8_0 (1.4×) and ties for Q6_K, but streaming an LM-head-sized matrix from memory
+/// (`tiles::big_timing`, one thread) its 4-row tile without prefetches reads Q8_0 at
+/// 9.2 GB/s against the decode kernel's 13.6.
 pub fn wins(ty: GgmlType, n: usize) -> bool {
     match ty {
         GgmlType::Q8_0 | GgmlType::Q6_K => n >= 2,
@@ -81,32 +86,21 @@ pub fn wins(ty: GgmlType, n: usize) -> bool {
     }
 }
 
-/// With the VNNI tiles, groups of Q8_0 and Q6_K take the int8 path up to this many token
-/// rows (AVX2: [`super::TILED_MAX_TOKENS`]). Measured as [`wins`]: the VNNI tiles beat the
-/// f32 register tiles (below `GEMM_MIN_TOKENS` = 40) by 1.2–2.2× at 16–32 tokens and the
-/// AVX-512 outer-product kernel by 1.0–1.25× at 48, and lose to it at 64 (0.8–1.0×).
-pub const VNNI_MAX_TOKENS: usize = 48;
+/// Groups of at least this many tokens take the row-lane kernels (`lanes.rs`) for each
+/// 16 rows (the last rows, fewer than 16, take the tiles): at 2 tokens the lanes lose to
+/// the tiles for Q8_0 and Q6_K (0.65–0.7×) and tie for Q4_K, at 4 they win.
+pub const LANES_MIN_TOKENS: usize = 4;
 
-/// Q4_K groups of at least this many tokens take the row-lane kernel (`lanes.rs`) for
-/// each 16 rows; fewer rows and smaller groups take the tiles and the decode kernel.
-pub const LANES_MIN_TOKENS: usize = 2;
-
-/// Q4_K groups take the int8 path up to this many token rows with the VNNI kernels: the
-/// row lanes cost the same per token however many there are (passes of 64), and beat
-/// the f32 path (dequantised rows, outer products) by 1.1–2.0× at 128 and 512 tokens
-/// (`tests::vnni_timing`, one thread, with the other core busy).
+/// With the VNNI kernels, groups take the int8 path up to this many token rows (AVX2:
+/// [`super::TILED_MAX_TOKENS`]), that is, every group: the row lanes cost the same per
+/// token however many there are (passes of 64) and beat the f32 path (dequantised rows,
+/// outer products) at every size measured, by 1.3–2.0× at 512 tokens.
 pub const LANES_MAX_TOKENS: usize = usize::MAX;
 
 /// The int8 path's token limit for `ty` when this thread's matmuls take the VNNI kernels
-/// and they win for `ty` at prefill sizes, else `None`.
+/// (all of Q8_0, Q4_K, Q6_K on a CPU with them), else `None`.
 pub fn max_tokens(ty: GgmlType) -> Option<usize> {
-    if !(wins(ty, 2) && has_vnni(ty) && use_vnni()) {
-        return None;
-    }
-    Some(match ty {
-        GgmlType::Q4_K => LANES_MAX_TOKENS,
-        _ => VNNI_MAX_TOKENS,
-    })
+    (has_vnni(ty) && use_vnni()).then_some(LANES_MAX_TOKENS)
 }
 
 /// `put(t, i, Σ_c w_i,c · x̂_c)` for every row `i` of `rows` (consecutive rows of
@@ -146,14 +140,14 @@ pub fn dot_block(
     let nrows = rows.len() / row_bytes;
     let mut i0 = 0;
     #[cfg(target_arch = "x86_64")]
-    if ty == GgmlType::Q4_K && tokens.len() >= LANES_MIN_TOKENS {
+    if lanes::has_lanes(ty) && tokens.len() >= LANES_MIN_TOKENS {
         // Sixteen rows at a time in the lanes; the last rows (fewer than 16) take the tiles.
         while nrows - i0 >= lanes::ROWS {
             let block = &rows[i0 * row_bytes..(i0 + lanes::ROWS) * row_bytes];
             let mut t0 = tokens.start;
             while t0 < tokens.end {
                 let nt = (tokens.end - t0).min(lanes::MAX_TOKENS);
-                lanes::q4_k_rows16(block, row_bytes, acts, t0..t0 + nt, |t, i, v| {
+                lanes::rows16(ty, block, row_bytes, acts, t0..t0 + nt, |t, i, v| {
                     put(t0 - tokens.start + t, i0 + i, v)
                 });
                 t0 += nt;
