@@ -198,23 +198,7 @@ impl Checkpoint {
         if len < 8 {
             return Err(too_short(path, len));
         }
-        // SAFETY: `Mmap::map` is unsafe because the mapped bytes may change (or the pages
-        // vanish, if the file is truncated) when another process writes the file while it
-        // is mapped, which would break the immutability of the `&[u8]` we take from it. We
-        // open the file read-only and never write through the mapping; the one remaining
-        // condition — nobody rewrites a checkpoint while a program reads it — is the
-        // documented precondition of `Checkpoint::open`, the same one every mmap-based
-        // loader (safetensors, candle, llama.cpp) makes. Every byte range taken from the
-        // mapping below is checked against its length first. When the file fits in half
-        // the available memory, `populate` (MAP_POPULATE) maps every page now, from the
-        // page cache, so a decode step never stops on a page fault the first time it
-        // touches an expert (chapter 10); the pages are still the file's, not a second
-        // copy. A larger file is mapped lazily, as before.
-        let mut opts = memmap2::MmapOptions::new();
-        if len.saturating_mul(2) <= crate::limits::mem_available_bytes().unwrap_or(0) {
-            opts.populate();
-        }
-        let map = unsafe { opts.map(&file) }.map_err(|e| io(path, e))?;
+        let map = crate::error::map_read_only(&file, len).map_err(|e| io(path, e))?;
         let shard = self.shards.len();
         let entries = parse_header(path, &map)?;
         for (name, info, start, end) in entries {

@@ -321,6 +321,30 @@ pub fn open_regular(path: &Path) -> Result<File> {
     Ok(file)
 }
 
+/// Maps a file opened by [`open_regular`] read-only, for the model loaders (safetensors and
+/// GGUF). When the file fits in nine tenths of the available memory (which counts the page
+/// cache the file may already sit in), every page is mapped now (MAP_POPULATE: the pages
+/// stay the file's, no second copy, and the kernel may still reclaim them), so a forward
+/// pass never stops on a page fault the first time it touches an expert — llama.cpp's
+/// loader populates its mappings too. A file larger than that is mapped lazily: reading it
+/// all up front would only evict its own first pages.
+pub fn map_read_only(file: &File, len: u64) -> std::io::Result<memmap2::Mmap> {
+    let mut opts = memmap2::MmapOptions::new();
+    let available = crate::limits::mem_available_bytes().unwrap_or(0);
+    if u128::from(len) * 10 <= u128::from(available) * 9 {
+        opts.populate();
+    }
+    // SAFETY: mapping a file is unsafe because the bytes behind the `&[u8]` taken from it
+    // could change (or the pages vanish, if the file shrinks) when another process writes
+    // the file meanwhile, breaking the immutability the borrow promises. The file is
+    // opened read-only and never written through the mapping; the one remaining
+    // condition — nobody rewrites a model file while it is being read — is the documented
+    // precondition of `Checkpoint::open` and `Gguf::open`, the one every mmap-based loader
+    // (llama.cpp, safetensors, gguf-py's `np.memmap`) makes. The callers check every byte
+    // range they take from the mapping against its length first.
+    unsafe { opts.map(file) }
+}
+
 /// Reads a whole regular file of at most `limit` bytes; `kind` names it in the error
 /// ("JSON document", "vocabulary", ...).
 pub fn read_bounded(path: &Path, limit: u64, kind: &'static str) -> Result<Vec<u8>> {

@@ -197,7 +197,7 @@ impl std::fmt::Debug for Gguf {
 impl Gguf {
     /// Opens and checks a GGUF file. Only a regular file is opened (a FIFO, device or
     /// directory is refused by kind); it is memory-mapped, and must not be modified while
-    /// the `Gguf` is alive (see the safety note inside).
+    /// the `Gguf` is alive (see the safety note of [`crate::error::map_read_only`]).
     pub fn open(path: &Path) -> Result<Gguf> {
         let file = crate::error::open_regular(path)?;
         let io = |source| Error::Io {
@@ -214,15 +214,7 @@ impl Gguf {
                 )),
             });
         }
-        // SAFETY: mapping a file is unsafe because the bytes behind the `&[u8]` we take
-        // from it could change (or the pages vanish, if the file shrinks) when another
-        // process writes the file meanwhile, breaking the immutability the borrow promises.
-        // The file is opened read-only and never written through the mapping; the one
-        // remaining condition — nobody rewrites a model file while it is being read — is
-        // the documented precondition of `Gguf::open`, the one every mmap-based loader
-        // (llama.cpp, gguf-py's `np.memmap`, safetensors) makes. Every byte range taken
-        // from the mapping is checked against its length first (`parse`).
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+        let map = crate::error::map_read_only(&file, len).map_err(io)?;
         let parsed = parse(path, &map)?;
         Ok(Gguf {
             path: path.to_path_buf(),
