@@ -171,6 +171,9 @@ pub fn run(dir: &Path, opts: &BenchOptions) -> Result<BenchReport> {
     pool.install(|| run_in_pool(dir, opts))
 }
 
+/// The warm-up prompt's length: the same 8 tokens as the llama.cpp peer's warm-up.
+const WARM_UP_TOKENS: usize = 8;
+
 /// The middle value (the upper middle of an even count).
 fn median(runs: &[f64]) -> f64 {
     let mut v = runs.to_vec();
@@ -201,6 +204,16 @@ fn run_in_pool(dir: &Path, opts: &BenchOptions) -> Result<BenchReport> {
     // Each repetition: the session's cache emptied (its buffers kept), the prompt in one
     // prefill call, then greedy decode steps; the medians are reported (every rep's rate
     // is in the JSON too).
+    // One untimed warm-up first, as scripts/bench_llamacpp.py gives llama.cpp: a short
+    // prompt through every layer grows the scratch buffers and wakes the pool's threads,
+    // which the first timed prefill would otherwise pay for.
+    session.cache.clear();
+    model.forward(
+        &mut session,
+        &prompt[..prompt.len().min(WARM_UP_TOKENS)],
+        Logits::Last,
+        None,
+    )?;
     let (mut prefill_runs, mut decode_runs) = (Vec::new(), Vec::new());
     for _ in 0..opts.reps {
         session.cache.clear();
