@@ -77,7 +77,7 @@ if any(row.endswith("-avx2") for row, _ in runs):
           "with `GGML_NATIVE=OFF` and AVX-512 off (`scripts/setup-peers.sh` with `LLAMA_AVX2=1`)")
 if any(row.endswith("-round") for row, _ in runs):
     print("- the -round rows: ours with `ANATOMY_BF16_ACTIVATIONS=round` (activations rounded to "
-          "bf16, as llama.cpp's bf16 path does; the default splits them exactly)")
+          "bf16, as llama.cpp's bf16 path does; the default widens the bf16 weights to f32)")
 print("- ours: `anatomy bench FILE --prompt-len 128 --gen 32 --reps 1 --threads T --json`, then "
       "`--prompt-len 512 --gen 1` (48-layer: `--prompt-len 512 --gen 16` only)")
 print("- llama.cpp: `scripts/bench_llamacpp.py FILE --prefill 128,512 --decode-prompt 128 --gen 32 "

@@ -2,7 +2,7 @@
 //! the bf16_sharded fixture, in both of its computations: the bf16 weights widened to f32
 //! (expected.safetensors, scripts/gen_qwen3_fixtures.py) and bfloat16 end to end
 //! (expected_bf16_compute.safetensors, scripts/gen_bf16_compute_fixture.py).
-//! * Split mode (the default: activations as hi + lo bf16) stays within the 1e-5 of the
+//! * Split mode (activations as three bf16 pieces) stays within the 1e-5 of the
 //!   f32 fixtures, as the widening kernels do.
 //! * Round mode (activations rounded to bf16, as llama.cpp does) is no further from the
 //!   f32 computation than transformers' own bf16 computation is: rounding only the matmul

@@ -4,15 +4,17 @@
 //!
 //! The instruction wants both operands in bf16, so the activations are converted once per
 //! matmul call, on the calling thread, in one of two [`Bf16Mode`]s:
-//! - [`Bf16Mode::Split`] (the default): each activation `x` becomes three bf16 pieces,
-//!   each the nearest bf16 to what the ones before it left, so `|x − Σ pieces| ≤
-//!   2⁻²⁷·|x|`, below f32's own rounding (2⁻²⁴), and a product costs three `vdpbf16ps`.
-//!   Logits stay within f32 rounding of the widening kernels, so transformers'
-//!   f32-compute fixtures pass unchanged (two pieces, 2⁻¹⁸, measured 3.3e-5 on the
-//!   bf16_sharded fixture: past its 1e-5). Decode reads 32 weights a step whatever the
-//!   pieces and is bound by memory, not by the instructions; prefill, bound by arithmetic,
-//!   would be slower than the f32 FMA path, so in this mode groups of prefill size take
-//!   the widening kernels (`x86::gemm_block`).
+//! - [`Bf16Mode::Split`] (`ANATOMY_BF16_ACTIVATIONS=split`): each activation `x` becomes
+//!   three bf16 pieces, each the nearest bf16 to what the ones before it left, so
+//!   `|x − Σ pieces| ≤ 2⁻²⁷·|x|`, below f32's own rounding (2⁻²⁴), and a product costs
+//!   three `vdpbf16ps`. Logits stay within f32 rounding of the widening kernels, so
+//!   transformers' f32-compute fixtures pass unchanged (two pieces, 2⁻¹⁸, measured 3.3e-5
+//!   on the bf16_sharded fixture: past its 1e-5). Groups of prefill size take the widening
+//!   kernels (`x86::gemm_block`), which are faster there. Split was the default until it
+//!   was measured against the widening kernels on an Intel Xeon with AVX512_BF16
+//!   (2026-12-03, `anatomy bench bf16.gguf`): decode at 9.5 tok/s on 2 threads against
+//!   19, so three dependent products per pair are not hidden behind memory there. The
+//!   default is now the widening kernels; Split stays, pinned, to be measured.
 //! - [`Bf16Mode::Round`] (`ANATOMY_BF16_ACTIVATIONS=round`): `x` rounded to bf16, as
 //!   llama.cpp's bf16 path and transformers' bf16 compute do; one instruction per pair,
 //!   twice the arithmetic rate of the f32 FMA path in prefill (tests/bf16_compute.rs
@@ -70,10 +72,17 @@ pub fn mode() -> Option<Bf16Mode> {
             let off = |k: &str| std::env::var_os(k).is_some_and(|v| v != "0");
             if off("ANATOMY_NO_BF16") || off("ANATOMY_NO_AVX512") {
                 None
-            } else if std::env::var("ANATOMY_BF16_ACTIVATIONS").is_ok_and(|v| v.trim() == "round") {
-                Some(Bf16Mode::Round)
             } else {
-                Some(Bf16Mode::Split)
+                match std::env::var("ANATOMY_BF16_ACTIVATIONS")
+                    .as_deref()
+                    .map(str::trim)
+                {
+                    Ok("round") => Some(Bf16Mode::Round),
+                    Ok("split") => Some(Bf16Mode::Split),
+                    // The default: the widening kernels, exact and, on the Xeon of
+                    // 2026-12-03, twice as fast as Split in decode (module docs).
+                    _ => None,
+                }
             }
         })
     });
