@@ -255,12 +255,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Stream a Hugging Face checkpoint into a GGUF file llama.cpp loads, quantised with
-    /// llama.cpp's per-tensor type mix for the file type.
     /// Train a Qwen3-MoE from scratch on a text corpus into a Hugging Face checkpoint.
     Train(Box<train::TrainArgs>),
     /// Run chapter 13's training experiments (train.collapse, …, or "all").
     Experiments(Box<experiments::ExperimentsArgs>),
+    /// Stream a Hugging Face checkpoint into a GGUF file llama.cpp loads, quantised with
+    /// llama.cpp's per-tensor type mix for the file type.
     Quantize {
         /// config.json + safetensors (single file or sharded with an index).
         model_dir: PathBuf,
