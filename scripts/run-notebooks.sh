@@ -135,13 +135,33 @@ if ! flock -n 9; then
     flock 9
 fi
 
-passed=0
-failed=0
-for nb in "${NOTEBOOKS[@]}"; do
+# One execution of notebook $1 into OUT_DIR, then its checks; returns non-zero on failure.
+run_once() {
+    local nb=$1 name log executed
     name="$(basename "$nb" .ipynb)"
     log="$OUT_DIR/$name.log"
     executed="$OUT_DIR/$name.ipynb"
     rm -f "$executed"
+    # The kernel's working directory is the notebook's own, so `:dep … path = ".."` finds the
+    # crate; only the executed copy goes to OUT_DIR.
+    if ! "$JUPYTER" nbconvert --to notebook --execute --allow-errors \
+        --ExecutePreprocessor.timeout="$TIMEOUT" \
+        --output-dir "$OUT_DIR" --output "$name" "$nb" >"$log" 2>&1; then
+        echo "---- $nb: nbconvert failed; end of $log:"
+        tail -n 40 "$log"
+        return 1
+    fi
+    "$VENV/bin/python" "$REPO/scripts/check_notebook_outputs.py" "$executed" || return 1
+    if [ "${NOTEBOOK_BLESS:-0}" = 1 ]; then
+        "$VENV/bin/python" "$REPO/scripts/compare_notebook_outputs.py" "$nb" "$executed" --bless
+    else
+        "$VENV/bin/python" "$REPO/scripts/compare_notebook_outputs.py" "$nb" "$executed"
+    fi
+}
+
+passed=0
+failed=0
+for nb in "${NOTEBOOKS[@]}"; do
     if [ ! -f "$nb" ]; then
         printf 'FAIL  %-40s (no such file)\n' "$nb"
         failed=$((failed + 1))
@@ -149,28 +169,24 @@ for nb in "${NOTEBOOKS[@]}"; do
     fi
     start=$(date +%s.%N)
     status=PASS
-    # The kernel's working directory is the notebook's own, so `:dep … path = ".."` finds the
-    # crate; only the executed copy goes to OUT_DIR.
-    if ! "$JUPYTER" nbconvert --to notebook --execute --allow-errors \
-        --ExecutePreprocessor.timeout="$TIMEOUT" \
-        --output-dir "$OUT_DIR" --output "$name" "$nb" >"$log" 2>&1; then
-        status=FAIL
-        echo "---- $nb: nbconvert failed; end of $log:"
-        tail -n 40 "$log"
-    elif ! "$VENV/bin/python" "$REPO/scripts/check_notebook_outputs.py" "$executed"; then
-        status=FAIL
-    elif [ "${NOTEBOOK_BLESS:-0}" = 1 ]; then
-        "$VENV/bin/python" "$REPO/scripts/compare_notebook_outputs.py" "$nb" "$executed" --bless ||
+    # A failing notebook runs once more: evcxr's kernel can drop a cell's last stdout lines
+    # when they reach it after the cell's reply (seen once in 07-optim, 2026-12-03). A real
+    # failure fails twice; a second-run pass is reported as such, with the first failure
+    # above it.
+    if ! run_once "$nb"; then
+        echo "---- $nb failed; running it once more"
+        if run_once "$nb"; then
+            status="PASS (on its second run)"
+        else
             status=FAIL
-    elif ! "$VENV/bin/python" "$REPO/scripts/compare_notebook_outputs.py" "$nb" "$executed"; then
-        status=FAIL
+        fi
     fi
     secs=$(echo "$start $(date +%s.%N)" | awk '{printf "%.1f", $2 - $1}')
     printf '%s  %-40s %8s s\n' "$status" "$nb" "$secs"
-    if [ "$status" = PASS ]; then
-        passed=$((passed + 1))
-    else
+    if [ "$status" = FAIL ]; then
         failed=$((failed + 1))
+    else
+        passed=$((passed + 1))
     fi
 done
 
