@@ -201,9 +201,6 @@ fn run_in_pool(dir: &Path, opts: &BenchOptions) -> Result<BenchReport> {
         })
         .collect();
 
-    // Each repetition: the session's cache emptied (its buffers kept), the prompt in one
-    // prefill call, then greedy decode steps; the medians are reported (every rep's rate
-    // is in the JSON too).
     // One untimed warm-up first, as scripts/bench_llamacpp.py gives llama.cpp: a short
     // prompt through every layer grows the scratch buffers and wakes the pool's threads,
     // which the first timed prefill would otherwise pay for.
@@ -214,6 +211,9 @@ fn run_in_pool(dir: &Path, opts: &BenchOptions) -> Result<BenchReport> {
         Logits::Last,
         None,
     )?;
+    // Each repetition: the session's cache emptied (its buffers kept), the prompt in one
+    // prefill call, then greedy decode steps; the medians are reported (every rep's rate
+    // is in the JSON too).
     let (mut prefill_runs, mut decode_runs) = (Vec::new(), Vec::new());
     for _ in 0..opts.reps {
         session.cache.clear();

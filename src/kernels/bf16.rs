@@ -13,7 +13,8 @@
 //!   kernels (`x86::gemm_block`), which are faster there. Split was the default until it
 //!   was measured against the widening kernels on an Intel Xeon with AVX512_BF16
 //!   (2026-12-03, `anatomy bench bf16.gguf`): decode at 9.5 tok/s on 2 threads against
-//!   19, so three dependent products per pair are not hidden behind memory there. The
+//!   19; its `vdpbf16ps` probe peaks at half the f32 FMA rate (161 against 329 GFLOP/s),
+//!   so three products per pair are no longer hidden behind memory there. The
 //!   default is now the widening kernels; Split stays, pinned, to be measured.
 //! - [`Bf16Mode::Round`] (`ANATOMY_BF16_ACTIVATIONS=round`): `x` rounded to bf16, as
 //!   llama.cpp's bf16 path and transformers' bf16 compute do; one instruction per pair,
@@ -79,6 +80,14 @@ pub fn mode() -> Option<Bf16Mode> {
                 {
                     Ok("round") => Some(Bf16Mode::Round),
                     Ok("split") => Some(Bf16Mode::Split),
+                    Ok(other) => {
+                        // Not an error deep in a kernel, but never silent either.
+                        eprintln!(
+                            "ANATOMY_BF16_ACTIVATIONS={other:?} is neither \"round\" nor \"split\": \
+                             ignored, bf16 weights are widened to f32"
+                        );
+                        None
+                    }
                     // The default: the widening kernels, exact and, on the Xeon of
                     // 2026-12-03, twice as fast as Split in decode (module docs).
                     _ => None,
