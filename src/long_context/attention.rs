@@ -19,7 +19,6 @@ pub struct TiledStats {
     pub scratch_floats: usize,
 }
 
-// ANCHOR: tiled
 /// The same attention computed one key tile at a time with an online softmax: for
 /// each query keep the running maximum `m`, the running denominator `l` and the
 /// unnormalised output `acc`; a new tile with maximum `m'` rescales the old state by
@@ -32,6 +31,7 @@ pub fn tiled_attention(
     mask: Mask,
     tile: usize,
 ) -> (Array2<f32>, TiledStats) {
+    // ANCHOR: tiled
     let (n_q, n_k, dv) = (q.nrows(), k.nrows(), v.ncols());
     let offset = n_k - n_q;
     let tile = tile.max(1);
@@ -71,6 +71,7 @@ pub fn tiled_attention(
         }
         acc.mapv_inplace(|a| a / l);
     }
+    // ANCHOR_END: tiled
     (
         out,
         TiledStats {
@@ -79,4 +80,3 @@ pub fn tiled_attention(
         },
     )
 }
-// ANCHOR_END: tiled

@@ -56,6 +56,7 @@ pub struct LongRope {
     pub original_max_position_embeddings: usize,
 }
 
+// ANCHOR: scaling_enum
 /// Which frequency schedule a model uses.
 #[derive(Clone, Debug, PartialEq)]
 pub enum RopeScaling {
@@ -75,6 +76,7 @@ pub enum RopeScaling {
         factor: f64,
     },
 }
+// ANCHOR_END: scaling_enum
 
 /// Everything that fixes a model's RoPE frequencies.
 #[derive(Clone, Debug, PartialEq)]
@@ -109,7 +111,6 @@ fn check_theta(theta: f64, what: &str) -> Result<f64> {
     }
 }
 
-// ANCHOR: parse
 impl RopeConfig {
     /// Builds a config from a head dimension, a base, an optional Hugging Face
     /// `rope_scaling` / `rope_parameters` object (`"type"` or `"rope_type"` key) and the
@@ -426,15 +427,14 @@ impl RopeConfig {
         RopeConfig::new(head_dim, theta, Some(&Value::Object(merged)), max_pos, what)
     }
 }
-// ANCHOR_END: parse
 
-// ANCHOR: init
 impl RopeConfig {
     /// Number of rotated dimensions: `int(head_dim · partial_rotary_factor)`.
     pub fn rotary_dim(&self) -> usize {
         (self.head_dim as f64 * self.partial_rotary_factor) as usize
     }
 
+    // ANCHOR: init
     /// `inv_freq` and `attention_factor` for a sequence of `seq_len` tokens (only dynamic
     /// NTK and LongRoPE depend on it; `None` means initialisation time).
     pub fn init(&self, seq_len: Option<usize>) -> Result<RopeInit> {
@@ -456,6 +456,7 @@ impl RopeConfig {
                 yarn_attention_factor(y),
             ),
             RopeScaling::Llama3(l) => (llama3_inv_freq(&base_freqs, l), 1.0),
+            // ANCHOR_END: init
             RopeScaling::LongRope(l) => {
                 let (key, ext) = match seq_len {
                     Some(s) if s > l.original_max_position_embeddings => {
@@ -502,7 +503,6 @@ impl RopeConfig {
         })
     }
 }
-// ANCHOR_END: init
 
 /// The frequencies must be finite and ≥ 0 and the attention factor finite and > 0, each
 /// as the f32 the model rounds it to, and `positions · θ_i` must stay finite in f32 (the
@@ -576,7 +576,7 @@ pub fn ntk_dynamic_base(base: f64, factor: f64, ratio: f64, dim: usize) -> f64 {
 }
 // ANCHOR_END: ntk
 
-// ANCHOR: yarn
+// ANCHOR: yarn_attention
 /// YaRN's temperature: `0.1·mscale·ln s + 1` (1 for `s ≤ 1`).
 pub fn yarn_get_mscale(scale: f64, mscale: f64) -> f64 {
     if scale <= 1.0 {
@@ -599,7 +599,9 @@ pub fn yarn_attention_factor(y: &Yarn) -> f64 {
         _ => yarn_get_mscale(y.factor, 1.0),
     }
 }
+// ANCHOR_END: yarn_attention
 
+// ANCHOR: yarn
 /// The (fractional) plane index at which a plane turns `rotations` times over
 /// `context` tokens: solve `context·θ_i = 2π·rotations` for `i`.
 pub fn yarn_correction_dim(rotations: f64, dim: usize, base: f64, context: usize) -> f64 {
@@ -638,6 +640,7 @@ fn yarn_inv_freq(base_freqs: &[f64], y: &Yarn, base: f64, dim: usize) -> Vec<f64
 }
 // ANCHOR_END: yarn
 
+// ANCHOR: llama3
 /// llama3: planes with wavelength above `L/low_freq_factor` are divided by the factor,
 /// below `L/high_freq_factor` kept, and smoothly blended between.
 fn llama3_inv_freq(base_freqs: &[f64], l: &Llama3) -> Vec<f64> {
@@ -658,6 +661,7 @@ fn llama3_inv_freq(base_freqs: &[f64], l: &Llama3) -> Vec<f64> {
         })
         .collect()
 }
+// ANCHOR_END: llama3
 
 /// Per plane, the largest angle seen in training (`(L_train − 1)·θ_i`, or a full turn
 /// when the plane wrapped around) against the largest needed at `L_infer`.
