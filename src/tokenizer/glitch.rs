@@ -279,7 +279,6 @@ fn normalize(v: &mut [f32]) -> bool {
     }
 }
 
-// ANCHOR: magikarp
 /// Land & Bartolo's unembedding indicator: remove the first principal component `c` from
 /// every row (`u' = u − (u·c) c`), average the rows of the known-unused ids, and return
 /// each row's cosine distance to that average. Small distance = looks like an unused token.
@@ -295,6 +294,7 @@ pub fn unembedding_indicator(unembed: &Matrix, unused: &[u32]) -> Result<Vec<f32
             unembed.rows
         )));
     }
+    // ANCHOR: magikarp
     let (_, c) = first_principal_component(unembed, 200);
     let cols = unembed.cols;
     let project = |r: usize, row: &mut [f32]| {
@@ -322,8 +322,8 @@ pub fn unembedding_indicator(unembed: &Matrix, unused: &[u32]) -> Result<Vec<f32
         }
     });
     Ok(out)
+    // ANCHOR_END: magikarp
 }
-// ANCHOR_END: magikarp
 
 // ANCHOR: repetition
 /// The repetition test's prompt (method 3) in ChatML, as ids: the instruction, then the

@@ -19,6 +19,7 @@ pub struct AddedToken {
     pub special: bool,
 }
 
+// ANCHOR: qwen3_added
 /// Qwen3's added tokens (`tokenizer_config.json`, `added_tokens_decoder`), in id order.
 /// The first 22 are Qwen2.5's list as well; 151665–151668 are new in Qwen3.
 pub const QWEN3_ADDED_TOKENS: &[(&str, u32, bool)] = &[
@@ -49,6 +50,7 @@ pub const QWEN3_ADDED_TOKENS: &[(&str, u32, bool)] = &[
     ("<think>", 151667, false),
     ("</think>", 151668, false),
 ];
+// ANCHOR_END: qwen3_added
 
 /// Qwen3's added tokens as [`AddedToken`]s.
 pub fn qwen3_added_tokens() -> Vec<AddedToken> {
