@@ -100,7 +100,6 @@ fn io(path: &Path, source: std::io::Error) -> Error {
     }
 }
 
-// ANCHOR: open
 impl Checkpoint {
     /// Opens the safetensors of a model directory: `model.safetensors`, or the shards named
     /// by `model.safetensors.index.json`, or else every `*.safetensors` file in it.
@@ -229,7 +228,6 @@ impl Checkpoint {
         Ok(())
     }
 }
-// ANCHOR_END: open
 
 fn too_short(path: &Path, len: u64) -> Error {
     file_error(
@@ -243,7 +241,6 @@ fn too_short(path: &Path, len: u64) -> Error {
 /// The most dimensions a tensor may have (PyTorch's limit).
 const MAX_RANK: usize = 64;
 
-// ANCHOR: header
 /// Parses and checks a safetensors file held in `bytes` (the whole file; `path` names it
 /// in errors). Returns each tensor with its absolute byte range inside `bytes`.
 pub fn parse_header(path: &Path, bytes: &[u8]) -> Result<Vec<(String, TensorInfo, usize, usize)>> {
@@ -321,6 +318,7 @@ pub fn parse_header(path: &Path, bytes: &[u8]) -> Result<Vec<(String, TensorInfo
             .filter(|a| a.len() == 2)
             .and_then(|a| Some((a[0].as_u64()?, a[1].as_u64()?)))
             .ok_or_else(|| bad("`data_offsets` must be [begin, end]".into()))?;
+        // ANCHOR: data_offsets
         let (begin, end) = offsets;
         if begin > end || end > data_len as u64 {
             return Err(tensor_error(
@@ -341,6 +339,7 @@ pub fn parse_header(path: &Path, bytes: &[u8]) -> Result<Vec<(String, TensorInfo
                 end - begin
             )));
         }
+        // ANCHOR_END: data_offsets
         out.push((
             name.clone(),
             TensorInfo { dtype, shape },
@@ -366,7 +365,6 @@ pub fn parse_header(path: &Path, bytes: &[u8]) -> Result<Vec<(String, TensorInfo
     }
     Ok(out)
 }
-// ANCHOR_END: header
 
 impl Checkpoint {
     /// The directory the checkpoint was opened from.

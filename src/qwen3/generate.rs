@@ -71,7 +71,6 @@ pub struct SampleScratch {
     order: Vec<usize>,
 }
 
-// ANCHOR: top_p
 /// Samples from `softmax(logits / temperature)` restricted to the nucleus: tokens taken in
 /// order of decreasing probability while the mass before them is below `top_p` (so at least
 /// one token, and the one that crosses `top_p` is kept — transformers' rule).
@@ -99,6 +98,7 @@ pub fn sample_top_p(
     let probs = &s.probs;
     s.order
         .sort_unstable_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
+    // ANCHOR: nucleus
     let mut kept = 0;
     let mut mass = 0.0f32;
     for &i in &s.order {
@@ -117,10 +117,9 @@ pub fn sample_top_p(
         }
     }
     s.order[kept - 1]
+    // ANCHOR_END: nucleus
 }
-// ANCHOR_END: top_p
 
-// ANCHOR: generate
 /// Generates up to `opts.max_new_tokens` tokens after `prompt`; returns the new ids.
 /// `on_token` sees each one as it is chosen.
 pub fn generate(
@@ -160,7 +159,6 @@ pub fn generate(
         logits = model.forward(&mut session, &[next], Logits::Last, None)?;
     }
 }
-// ANCHOR_END: generate
 
 /// The next token from one row of logits, greedy or sampled.
 fn choose(logits: &[f32], sampling: Sampling, rng: &mut StdRng, s: &mut SampleScratch) -> u32 {

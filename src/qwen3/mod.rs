@@ -431,7 +431,6 @@ pub struct ClassRouting {
     pub agreement_with_transformers: f64,
 }
 
-// ANCHOR: word_classes
 /// Routes the held-out toy-grammar text through `model` (tokenised by `tok`, which must
 /// give the generator's ids) and tallies the experts each word class was sent to.
 pub fn word_class_routing(
@@ -526,7 +525,6 @@ pub fn word_class_routing_file(
         agreement_with_transformers: same as f64 / total.max(1) as f64,
     })
 }
-// ANCHOR_END: word_classes
 
 /// The class table as text: one block per layer, one row per class, shares in percent.
 pub fn class_text(r: &ClassRouting) -> String {

@@ -194,7 +194,6 @@ impl<'a> Model<'a> {
         })
     }
 
-    // ANCHOR: forward
     /// The forward pass: runs `ids` (the positions after what `session` holds) through the
     /// model and returns the logits, `[rows, vocab]` with one row per position or only the
     /// last (`want`). They stay in the session's buffer, and `routing` (when given)
@@ -235,6 +234,7 @@ impl<'a> Model<'a> {
         }
         self.check_finite(&session.scratch, Stage::Embedding, ids, past)?;
 
+        // ANCHOR: decoder_layer
         // 2. The decoder layers, each two pre-norm residual sub-blocks.
         for (l, layer) in w.layers.iter().enumerate() {
             let s = &mut session.scratch;
@@ -263,6 +263,7 @@ impl<'a> Model<'a> {
                         });
                     }
                 }
+                // ANCHOR_END: decoder_layer
                 Ffn::Moe { router, experts } => {
                     let k = c.num_experts_per_tok;
                     moe_fast_into(
@@ -300,7 +301,6 @@ impl<'a> Model<'a> {
         self.check_finite(s, Stage::Logits, &ids[n - rows..], past + n - rows)?;
         Ok(&session.scratch.logits)
     }
-    // ANCHOR_END: forward
 
     /// After `stage`, the hidden state (or, after [`Stage::Logits`], the logits) must be
     /// finite: one vectorised pass, and on failure [`locate`] names the weight at fault.
@@ -335,7 +335,6 @@ impl<'a> Model<'a> {
         ))
     }
 
-    // ANCHOR: attention
     /// Grouped-query causal self-attention of layer `l` for positions `past .. past + n`:
     /// reads `scratch.xn`, stores the new keys/values in the cache, writes `scratch.y`.
     fn attention(&self, l: usize, a: &Attention, past: usize, n: usize, session: &mut Session) {
@@ -350,6 +349,7 @@ impl<'a> Model<'a> {
         let group = c.num_attention_heads / c.num_key_value_heads;
         let scale = (d as f64).powf(-0.5) as f32;
 
+        // ANCHOR: qk_norm_rope
         // q, k, v for the new positions (one batched matmul each, weights read once);
         // then per-head RMSNorm (Qwen3; Qwen2 has none) and RoPE at each position.
         self.project(&a.q_proj, &s.xn, &mut s.q);
@@ -374,6 +374,7 @@ impl<'a> Model<'a> {
             }
             cache.write(l, past + t, k, v);
         }
+        // ANCHOR_END: qk_norm_rope
 
         // softmax(q·kᵀ/√d)·v over the visible cached positions, head by head; positions
         // are independent, so a prefill spreads them over rayon's threads.
@@ -412,7 +413,6 @@ impl<'a> Model<'a> {
             add_bias(y, a.o_bias.as_deref());
         }
     }
-    // ANCHOR_END: attention
 }
 
 impl Scratch {

@@ -88,7 +88,6 @@ pub struct Weights<'a> {
     pub gguf_names: bool,
 }
 
-// ANCHOR: load
 impl<'a> Weights<'a> {
     /// Views every tensor the config calls for, checking names, shapes and dtypes, from a
     /// Hugging Face checkpoint, a GGUF file or an f32 store ([`Tensors`]).
@@ -157,7 +156,6 @@ impl<'a> Weights<'a> {
         })
     }
 }
-// ANCHOR_END: load
 
 fn load_attention<'a>(cfg: &Qwen3Config, ckpt: &Tensors<'a>, pre: &str) -> Result<Attention<'a>> {
     let (h, q, kv, d) = (cfg.hidden_size, cfg.q_dim(), cfg.kv_dim(), cfg.head_dim);
@@ -190,7 +188,6 @@ fn load_attention<'a>(cfg: &Qwen3Config, ckpt: &Tensors<'a>, pre: &str) -> Resul
     })
 }
 
-// ANCHOR: experts
 /// The router and experts of one MoE layer, from any of the three layouts.
 fn load_moe<'a>(
     cfg: &Qwen3Config,
@@ -263,7 +260,6 @@ fn load_moe<'a>(
         .collect::<Result<Vec<_>>>()?;
     Ok((Ffn::Moe { router, experts }, ExpertLayout::PerExpert))
 }
-// ANCHOR_END: experts
 
 /// The GGUF name of the stacked tensor behind an expert's Hugging Face name.
 fn gguf_stack_name(hf: &str) -> String {
