@@ -31,10 +31,10 @@ pub fn tiled_attention(
     mask: Mask,
     tile: usize,
 ) -> (Array2<f32>, TiledStats) {
-    // ANCHOR: tiled
     let (n_q, n_k, dv) = (q.nrows(), k.nrows(), v.ncols());
     let offset = n_k - n_q;
     let tile = tile.max(1);
+    // ANCHOR: tiled
     let mut out = Array2::<f32>::zeros((n_q, dv));
     let mut scores = vec![0.0f32; tile];
     let mut tiles = 0;

@@ -6,9 +6,9 @@ use super::vocab::{MergeRule, Vocab};
 use crate::error::{Error, Result, excerpt};
 use base64::Engine;
 
-// ANCHOR: tiktoken_loader
 /// Parses a tiktoken vocabulary: one `base64(bytes) rank` per line, blank lines ignored.
 /// `what` names the file in errors.
+// ANCHOR: tiktoken_loader
 pub fn parse_tiktoken(text: &[u8], what: &str) -> Result<Vocab> {
     let text = std::str::from_utf8(text)
         .map_err(|e| Error::field(what, "contents", format!("not UTF-8 text: {e}")))?;
