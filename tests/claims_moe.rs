@@ -265,7 +265,7 @@ fn moe_scale_13b_671b() {
         + 3 * 3 * h * 18432
         + 58 * (256 * h + 256 + 257 * expert);
     let active = total - 58 * 248 * expert;
-    let v = pinned("moe.scale_13b_671b", Status::Erratum);
+    let v = pinned("moe.scale_13b_671b", Status::Reproduced);
     assert!((v - active as f64 / 1e9).abs() < 1e-12, "{v}");
     let c = claim("moe.scale_13b_671b");
     assert!(

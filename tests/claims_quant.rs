@@ -80,7 +80,7 @@ fn quant_q4_k_m_bpw() {
 
 #[test]
 fn quant_q8_0_size() {
-    assert_eq!(claim("quant.q8_0_size").status, Status::Erratum);
+    assert_eq!(claim("quant.q8_0_size").status, Status::Reproduced);
     let tensors = at(PARAMS - L * F32_LAYER - H, 34, 32) + 4 * (L * F32_LAYER + H);
     let v = value("quant.q8_0_size");
     let gb = tensors as f64 / 1e9;

@@ -191,10 +191,11 @@ fn recorded_statuses_follow_the_rules() {
             continue;
         }
         let v = rule(&dir).unwrap_or_else(|| panic!("{id}: the recorded results lack a run"));
+        // A model trained here can show an effect but cannot refute one about large models.
         let want = if v.holds {
             Status::Reproduced
         } else {
-            Status::Erratum
+            Status::NotShown
         };
         assert_eq!(claim.status, want, "{id}");
         assert_eq!(claim.value, Some(v.value), "{id}");

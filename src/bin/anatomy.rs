@@ -352,7 +352,8 @@ fn run(command: Command) -> anyhow::Result<()> {
             if json || markdown {
                 eprint!("{demo}");
             } else {
-                print!("\n{demo}");
+                // The one-line summary comes last, so `tail -n 1` shows it.
+                print!("\n{demo}\n{}\n", claims::summary_line(&all));
             }
         }
         Command::Figures { out } => {

@@ -349,42 +349,69 @@ fn ext_scale_4k_1m() -> Outcome {
 }
 
 /// S1 §2's table: "YaRN … Qwen/LLaMA 系采用", against the released configs that ship.
+/// The rope type a config.json declares, or why it cannot be read.
+fn rope_kind(
+    cfg: &serde_json::Value,
+    name: &str,
+) -> Result<(&'static str, scaling::RopeConfig), String> {
+    let rc = scaling::RopeConfig::from_model_config(cfg, name).map_err(|e| e.to_string())?;
+    let kind = match rc.scaling {
+        scaling::RopeScaling::Default => "plain RoPE",
+        scaling::RopeScaling::Yarn(_) => "YaRN",
+        scaling::RopeScaling::Llama3(_) => "llama3",
+        _ => "another scaling",
+    };
+    Ok((kind, rc))
+}
+
 fn ext_yarn_adopters() -> Outcome {
-    let mut rows = Vec::new();
-    let mut yarn = 0usize;
-    for name in ["qwen3-30b-a3b", "qwen3-32b"] {
-        let Some((_, text)) = crate::params::BUNDLED.iter().find(|(n, _)| *n == name) else {
-            continue;
-        };
-        let Ok(cfg) = serde_json::from_str::<serde_json::Value>(text) else {
-            continue;
-        };
-        let Ok(rc) = scaling::RopeConfig::from_model_config(&cfg, name) else {
-            continue;
-        };
-        let kind = match rc.scaling {
-            scaling::RopeScaling::Default => "plain RoPE",
-            scaling::RopeScaling::Yarn(_) => "YaRN",
-            _ => "another scaling",
-        };
-        yarn += usize::from(kind == "YaRN");
-        rows.push(format!(
-            "{name}: {kind}, θ = {}, {} positions",
+    let judged = || -> Result<(Vec<String>, bool, String, bool), String> {
+        // Qwen: the released configs ship plain RoPE and Qwen's model cards document YaRN
+        // (factor 4 over 32,768 positions) as the switch for longer inputs.
+        let mut rows = Vec::new();
+        let mut qwen_holds = true;
+        for name in ["qwen3-30b-a3b", "qwen3-32b"] {
+            let mut cfg = crate::params::published_json(name).map_err(|e| e.to_string())?;
+            let (released, rc) = rope_kind(&cfg, name)?;
+            cfg["rope_scaling"] = serde_json::json!({
+                "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768
+            });
+            let (opt_in, yarn) = rope_kind(&cfg, name)?;
+            let reach = match &yarn.scaling {
+                scaling::RopeScaling::Yarn(y) => {
+                    y.factor * y.original_max_position_embeddings as f64
+                }
+                _ => 0.0,
+            };
+            qwen_holds &= released == "plain RoPE" && opt_in == "YaRN";
+            rows.push(format!(
+                "{name}: released {released} (θ = {}), documented opt-in {opt_in} to {reach} positions",
+                rc.theta
+            ));
+        }
+        let llama = crate::params::published_json("llama-3.1-8b").map_err(|e| e.to_string())?;
+        let (kind, rc) = rope_kind(&llama, "llama-3.1-8b")?;
+        let llama_row = format!(
+            "llama-3.1-8b: rope_type {kind}, θ = {}, {} positions",
             rc.theta,
             rc.max_position_embeddings.unwrap_or(0)
-        ));
-    }
-    // The statement needs both families on YaRN; the Qwen3 half decides it already.
+        );
+        Ok((rows, qwen_holds, llama_row, kind == "YaRN"))
+    };
+    let (rows, qwen_holds, llama_row, llama_holds) = match judged() {
+        Ok(j) => j,
+        Err(e) => return outcome(0.0, format!("unreadable config: {e}"), false, e),
+    };
+    let note = match (qwen_holds, llama_holds) {
+        (true, false) => "Half right. Qwen: as the text says — the released configs ship plain RoPE and YaRN is the documented opt-in for inputs past 32,768 tokens. Llama: not YaRN — Llama 3.1's published config uses its own `llama3` scheme (a piecewise rescaling of the wavelengths by band, with no attention temperature).".to_string(),
+        (true, true) => "As the text says: YaRN for both families.".to_string(),
+        (false, _) => "The Qwen3 configs do not read as plain RoPE with a YaRN opt-in; see the computed column.".to_string(),
+    };
     outcome(
-        yarn as f64,
-        format!(
-            "{} of {} released Qwen3 configs use YaRN ({})",
-            yarn,
-            rows.len(),
-            rows.join("; ")
-        ),
-        !rows.is_empty() && yarn == rows.len(),
-        "Not as released: Qwen3's config.json ships plain RoPE (rope_scaling null, θ = 10⁶, 40,960 positions); YaRN is an opt-in a user writes into the config for longer inputs. The Llama 3.1 half needs its config.json, which the project does not bundle.",
+        f64::from(u8::from(qwen_holds) + u8::from(llama_holds)),
+        format!("{}; {llama_row}", rows.join("; ")),
+        qwen_holds && llama_holds,
+        note,
     )
 }
 

@@ -5,7 +5,9 @@
 //! states, and a function that computes the value by calling the chapter modules. The
 //! function also decides the status: `reproduced` when the computation agrees with the
 //! text within the text's own precision, `erratum` when it does not (the note says what is
-//! true), `needs-data` when only data that cannot ship would settle it.
+//! true), `not-shown` when a claim about large trained models was looked for on a model we
+//! can run and not seen (the note names the scale the claim is about and what would settle
+//! it), `needs-data` when only data that cannot ship would settle it.
 //! `tests/claims.rs` pins every status and value; `anatomy tour` prints the table; the
 //! book's appendix is generated from [`markdown_table`].
 //!
@@ -20,6 +22,9 @@ use serde::Serialize;
 pub enum Status {
     Reproduced,
     Erratum,
+    /// Looked for on the models we can run and not seen; the claim is about a scale we do
+    /// not reach, so absence here cannot make it wrong.
+    NotShown,
     NeedsData,
 }
 
@@ -28,6 +33,7 @@ impl Status {
         match self {
             Status::Reproduced => "reproduced",
             Status::Erratum => "erratum",
+            Status::NotShown => "not-shown",
             Status::NeedsData => "needs-data",
         }
     }
@@ -130,7 +136,6 @@ pub fn markdown_table(claims: &[Claim]) -> String {
 /// The claims table as plain text for a terminal: one block per claim.
 pub fn text_table(claims: &[Claim]) -> String {
     let mut out = String::new();
-    let count = |s: Status| claims.iter().filter(|c| c.status == s).count();
     for c in claims {
         out.push_str(&format!(
             "{:<32} {:<11} {}\n{:<4} stated:   {}\n{:<4} computed: {}\n{:<4} {}\n\n",
@@ -145,14 +150,20 @@ pub fn text_table(claims: &[Claim]) -> String {
             c.note
         ));
     }
-    out.push_str(&format!(
-        "{} claims: {} reproduced, {} erratum, {} needs-data\n",
+    out
+}
+
+/// One line: how many claims have each status (the tour's last line).
+pub fn summary_line(claims: &[Claim]) -> String {
+    let count = |s: Status| claims.iter().filter(|c| c.status == s).count();
+    format!(
+        "{} claims: {} reproduced, {} erratum, {} not-shown, {} needs-data",
         claims.len(),
         count(Status::Reproduced),
         count(Status::Erratum),
+        count(Status::NotShown),
         count(Status::NeedsData)
-    ));
-    out
+    )
 }
 
 pub(crate) fn outcome(value: f64, computed: String, ok: bool, note: impl Into<String>) -> Outcome {
@@ -165,6 +176,34 @@ pub(crate) fn outcome(value: f64, computed: String, ok: bool, note: impl Into<St
             Status::Erratum
         },
         note: note.into(),
+    }
+}
+
+/// A claim about trained language models judged on a model small enough to train or run
+/// here: seeing the effect reproduces it, but not seeing it cannot refute a statement about
+/// models thousands of times larger, so the status is then not-shown and the note ends with
+/// `settle`, the scale the claim is about and what would decide it.
+pub(crate) fn at_small_scale(
+    value: f64,
+    computed: String,
+    shown: bool,
+    note: impl Into<String>,
+    settle: &str,
+) -> Outcome {
+    let note = note.into();
+    Outcome {
+        value: Some(value),
+        computed,
+        status: if shown {
+            Status::Reproduced
+        } else {
+            Status::NotShown
+        },
+        note: if shown {
+            note
+        } else {
+            format!("{note} Not shown at this scale: {settle}")
+        },
     }
 }
 

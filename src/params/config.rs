@@ -336,6 +336,36 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ),
 ];
 
+/// Published configs the claims read for single facts (a rope type, a vocabulary and hidden
+/// size); the parameter tables do not list them. Provenance: data/configs/PROVENANCE.md.
+pub const PUBLISHED: &[(&str, &str)] = &[
+    (
+        "llama-3.1-8b",
+        include_str!("../../data/configs/llama-3.1-8b.json"),
+    ),
+    (
+        "qwen2.5-7b-instruct",
+        include_str!("../../data/configs/qwen2.5-7b-instruct.json"),
+    ),
+    (
+        "gpt-oss-20b",
+        include_str!("../../data/configs/gpt-oss-20b.json"),
+    ),
+];
+
+/// One of the [`BUNDLED`] or [`PUBLISHED`] configs as parsed JSON, by name.
+pub fn published_json(name: &str) -> Result<Value> {
+    let (_, text) = BUNDLED
+        .iter()
+        .chain(PUBLISHED)
+        .find(|(n, _)| *n == name)
+        .ok_or_else(|| Error::Invalid(format!("no bundled config named {name:?}")))?;
+    serde_json::from_str(text).map_err(|source| Error::Json {
+        what: format!("data/configs/{name}.json"),
+        source,
+    })
+}
+
 /// One of the [`BUNDLED`] configs by name (`"qwen3-30b-a3b"`, …).
 pub fn bundled(name: &str) -> Result<ModelConfig> {
     let (_, text) = BUNDLED

@@ -29,7 +29,9 @@ pub mod quant_error;
 pub mod report;
 pub mod tensors;
 
-pub use config::{BUNDLED, Family, Mla, ModelConfig, Moe, QkNorm, bundled};
+pub use config::{
+    BUNDLED, Family, Mla, ModelConfig, Moe, PUBLISHED, QkNorm, bundled, published_json,
+};
 pub use report::{book_snippets, group, report_file, text_report};
 pub use tensors::{ParamTensor, layer_tensors};
 
