@@ -11,7 +11,6 @@
 
 use half::slice::HalfFloatSliceExt;
 
-// ANCHOR: fp32_to_bf16
 /// ggml's f32 → bf16: round to nearest, ties to even, on the bit pattern — add 0x7fff plus
 /// the lowest kept bit, then drop the low 16 bits. A NaN would round to infinity that way,
 /// so it is truncated instead, with the quiet bit set.
@@ -23,7 +22,6 @@ pub fn fp32_to_bf16(v: f32) -> u16 {
     let lowest_kept = (bits >> 16) & 1;
     (bits.wrapping_add(0x7fff + lowest_kept) >> 16) as u16
 }
-// ANCHOR_END: fp32_to_bf16
 
 /// bf16 → f32: the 16 bits become the top half of the f32 (exact).
 #[inline(always)]
@@ -51,13 +49,11 @@ pub fn dequantize_f16(bytes: &[u8], out: &mut [f32]) {
     }
 }
 
-// ANCHOR: dequantize_bf16
 pub fn dequantize_bf16(bytes: &[u8], out: &mut [f32]) {
     for (b, y) in bytes.chunks_exact(2).zip(out.iter_mut()) {
         *y = bf16_to_fp32(u16::from_le_bytes([b[0], b[1]]));
     }
 }
-// ANCHOR_END: dequantize_bf16
 
 pub fn quantize_f32(x: &[f32], out: &mut [u8]) {
     for (v, b) in x.iter().zip(out.chunks_exact_mut(4)) {

@@ -16,7 +16,6 @@
 
 use super::{QK_K, f16_at};
 
-// ANCHOR: k_scales
 /// The 6-bit scale and min of sub-block `j` (0..8) of a Q4_K / Q5_K super-block, from its
 /// 12 packed bytes (the diagram above).
 #[inline(always)]
@@ -38,9 +37,7 @@ pub fn pack_scale_min_k4(sc: &[u8; 8], m: &[u8; 8], out: &mut [u8]) {
         out[j + 8] = (sc[j + 4] & 0x0f) | ((m[j + 4] & 0x0f) << 4);
     }
 }
-// ANCHOR_END: k_scales
 
-// ANCHOR: q4_k_block
 /// Q4_K: 256 weights in 144 bytes (4.5 bits per weight). Sub-block `s` (32 weights):
 /// `w = (d·sc[s])·q − (dmin·m[s])`, q ∈ 0..=15.
 /// ```text
@@ -51,9 +48,7 @@ pub fn pack_scale_min_k4(sc: &[u8; 8], m: &[u8; 8], out: &mut [u8]) {
 ///      weight 64c + 32 + l (sub-block 2c+1) in its high nibble.
 /// ```
 pub const Q4_K_BYTES: usize = 2 + 2 + 12 + QK_K / 2;
-// ANCHOR_END: q4_k_block
 
-// ANCHOR: q5_k_block
 /// Q5_K: 256 weights in 176 bytes (5.5 bits per weight): Q4_K plus a fifth bit per weight.
 /// `w = (d·sc[s])·q − (dmin·m[s])`, q ∈ 0..=31.
 /// ```text
@@ -62,9 +57,7 @@ pub const Q4_K_BYTES: usize = 2 + 2 + 12 + QK_K / 2;
 ///  qs as Q4_K (low 4 bits); bit g of qh[l] is the fifth bit of weight 32g + l.
 /// ```
 pub const Q5_K_BYTES: usize = 2 + 2 + 12 + QK_K / 8 + QK_K / 2;
-// ANCHOR_END: q5_k_block
 
-// ANCHOR: q6_k_block
 /// Q6_K: 256 weights in 210 bytes (6.5625 bits per weight). Sub-block `s` (16 weights):
 /// `w = (d·scales[s])·(q − 32)`, q ∈ 0..=63, `scales[s]` an i8. No minimum.
 /// ```text
@@ -76,7 +69,6 @@ pub const Q5_K_BYTES: usize = 2 + 2 + 12 + QK_K / 8 + QK_K / 2;
 ///      high 2 bits: bits 2k..2k+2 of qh[l]
 /// ```
 pub const Q6_K_BYTES: usize = QK_K / 2 + QK_K / 4 + QK_K / 16 + 2;
-// ANCHOR_END: q6_k_block
 
 // ANCHOR: dequantize_q4_k
 pub fn dequantize_q4_k(bytes: &[u8], out: &mut [f32]) {
@@ -103,7 +95,6 @@ pub fn dequantize_q4_k(bytes: &[u8], out: &mut [f32]) {
 }
 // ANCHOR_END: dequantize_q4_k
 
-// ANCHOR: dequantize_q5_k
 pub fn dequantize_q5_k(bytes: &[u8], out: &mut [f32]) {
     for (block, y) in bytes
         .chunks_exact(Q5_K_BYTES)
@@ -130,9 +121,7 @@ pub fn dequantize_q5_k(bytes: &[u8], out: &mut [f32]) {
         }
     }
 }
-// ANCHOR_END: dequantize_q5_k
 
-// ANCHOR: dequantize_q6_k
 pub fn dequantize_q6_k(bytes: &[u8], out: &mut [f32]) {
     for (block, y) in bytes
         .chunks_exact(Q6_K_BYTES)
@@ -166,7 +155,6 @@ pub fn dequantize_q6_k(bytes: &[u8], out: &mut [f32]) {
         }
     }
 }
-// ANCHOR_END: dequantize_q6_k
 
 #[cfg(test)]
 mod tests {

@@ -20,7 +20,6 @@ use super::{QK_K, f16_at, f16_bytes, nearest_int};
 /// Below this, a group's largest magnitude counts as zero (ggml's `GROUP_MAX_EPS`).
 const GROUP_MAX_EPS: f32 = 1e-15;
 
-// ANCHOR: make_qkx2_quants
 /// Affine quantisation of one sub-block `x` to levels `0..=nmax`: returns `(scale, min)`
 /// with `x ≈ scale·L − min` (`min ≥ 0` is the offset subtracted) and writes the levels to
 /// `levels`. Tries the grids `iscale = (rmin + rdelta·k + nmax) / (max − min)`, k = 0..=nstep,
@@ -71,6 +70,7 @@ fn make_qkx2_quants(
     }
     let mut trial = [0u8; 32];
     let trial = &mut trial[..n];
+    // ANCHOR: qkx2_search
     for is in 0..=nstep {
         iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
         let (mut sum_l, mut sum_l2, mut sum_xl) = (0.0f32, 0.0f32, 0.0f32);
@@ -103,11 +103,10 @@ fn make_qkx2_quants(
             }
         }
     }
+    // ANCHOR_END: qkx2_search
     (scale, -min)
 }
-// ANCHOR_END: make_qkx2_quants
 
-// ANCHOR: make_qx_quants
 /// Symmetric quantisation of one 16-weight sub-block to levels `−nmax..nmax` (stored
 /// shifted by `nmax` into `levels`), weighted by `x²`: returns the scale. Starts from the
 /// grid that puts the signed largest weight on `−nmax`, then tries 18 nearby grids
@@ -160,7 +159,6 @@ fn make_qx_quants(nmax: i32, x: &[f32], levels: &mut [i8]) -> f32 {
     }
     scale
 }
-// ANCHOR_END: make_qx_quants
 
 /// Steps 1 and 2 for Q4_K / Q5_K: the levels of one super-block (0..=nmax) and its header
 /// (d, dmin, 12 scale bytes) written into `head[..16]`.
@@ -229,7 +227,6 @@ fn quantize_super_block_affine(
     }
 }
 
-// ANCHOR: quantize_q4_k
 pub fn quantize_q4_k(x: &[f32], out: &mut [u8]) {
     let mut levels = [0u8; QK_K];
     for (x, block) in x.chunks_exact(QK_K).zip(out.chunks_exact_mut(Q4_K_BYTES)) {
@@ -242,9 +239,7 @@ pub fn quantize_q4_k(x: &[f32], out: &mut [u8]) {
         }
     }
 }
-// ANCHOR_END: quantize_q4_k
 
-// ANCHOR: quantize_q5_k
 pub fn quantize_q5_k(x: &[f32], out: &mut [u8]) {
     let mut levels = [0u8; QK_K];
     for (x, block) in x.chunks_exact(QK_K).zip(out.chunks_exact_mut(Q5_K_BYTES)) {
@@ -264,9 +259,7 @@ pub fn quantize_q5_k(x: &[f32], out: &mut [u8]) {
         }
     }
 }
-// ANCHOR_END: quantize_q5_k
 
-// ANCHOR: quantize_q6_k
 pub fn quantize_q6_k(x: &[f32], out: &mut [u8]) {
     let mut levels = [0i8; QK_K];
     for (x, block) in x.chunks_exact(QK_K).zip(out.chunks_exact_mut(Q6_K_BYTES)) {
@@ -328,7 +321,6 @@ pub fn quantize_q6_k(x: &[f32], out: &mut [u8]) {
         }
     }
 }
-// ANCHOR_END: quantize_q6_k
 
 #[cfg(test)]
 mod tests {

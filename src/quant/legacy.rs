@@ -16,25 +16,20 @@ use super::{f16_at, f16_bytes};
 /// Weights per legacy block.
 pub const QK: usize = 32;
 
-// ANCHOR: q4_0_block
 /// Q4_0: 32 weights in 18 bytes (4.5 bits per weight), `w = d · (q − 8)`, q ∈ 0..=15.
 /// ```text
 ///  byte  0      2                         18
 ///        [ d:f16 ][ qs[16]: lo nibble = q[j], hi nibble = q[j+16] ]
 /// ```
 pub const Q4_0_BYTES: usize = 2 + QK / 2;
-// ANCHOR_END: q4_0_block
 
-// ANCHOR: q4_1_block
 /// Q4_1: 32 weights in 20 bytes (5 bits per weight), `w = d · q + m`, q ∈ 0..=15.
 /// ```text
 ///  byte  0       2       4                      20
 ///        [ d:f16 ][ m:f16 ][ qs[16]: q[j] | q[j+16] << 4 ]
 /// ```
 pub const Q4_1_BYTES: usize = 4 + QK / 2;
-// ANCHOR_END: q4_1_block
 
-// ANCHOR: q5_0_block
 /// Q5_0: 32 weights in 22 bytes (5.5 bits per weight), `w = d · (q − 16)`, q ∈ 0..=31.
 /// ```text
 ///  byte  0       2              6                       22
@@ -42,29 +37,23 @@ pub const Q4_1_BYTES: usize = 4 + QK / 2;
 ///  bit j of qh = bit 4 of q[j]
 /// ```
 pub const Q5_0_BYTES: usize = 2 + 4 + QK / 2;
-// ANCHOR_END: q5_0_block
 
-// ANCHOR: q5_1_block
 /// Q5_1: 32 weights in 24 bytes (6 bits per weight), `w = d · q + m`, q ∈ 0..=31.
 /// ```text
 ///  byte  0       2       4              8                       24
 ///        [ d:f16 ][ m:f16 ][ qh:u32 (LE) ][ qs[16]: low 4 bits of q[j], q[j+16] ]
 /// ```
 pub const Q5_1_BYTES: usize = 4 + 4 + QK / 2;
-// ANCHOR_END: q5_1_block
 
-// ANCHOR: q8_0_block
 /// Q8_0: 32 weights in 34 bytes (8.5 bits per weight), `w = d · q`, q ∈ −127..=127.
 /// ```text
 ///  byte  0       2                        34
 ///        [ d:f16 ][ qs[32]: q[j] as i8 ]
 /// ```
 pub const Q8_0_BYTES: usize = 2 + QK;
-// ANCHOR_END: q8_0_block
 
 // ---------------------------------------------------------------- dequantisers
 
-// ANCHOR: dequantize_q4_0
 pub fn dequantize_q4_0(bytes: &[u8], out: &mut [f32]) {
     for (block, y) in bytes.chunks_exact(Q4_0_BYTES).zip(out.chunks_exact_mut(QK)) {
         let d = f16_at(block);
@@ -75,9 +64,7 @@ pub fn dequantize_q4_0(bytes: &[u8], out: &mut [f32]) {
         }
     }
 }
-// ANCHOR_END: dequantize_q4_0
 
-// ANCHOR: dequantize_q4_1
 pub fn dequantize_q4_1(bytes: &[u8], out: &mut [f32]) {
     for (block, y) in bytes.chunks_exact(Q4_1_BYTES).zip(out.chunks_exact_mut(QK)) {
         let d = f16_at(block);
@@ -89,9 +76,7 @@ pub fn dequantize_q4_1(bytes: &[u8], out: &mut [f32]) {
         }
     }
 }
-// ANCHOR_END: dequantize_q4_1
 
-// ANCHOR: dequantize_q5_0
 pub fn dequantize_q5_0(bytes: &[u8], out: &mut [f32]) {
     for (block, y) in bytes.chunks_exact(Q5_0_BYTES).zip(out.chunks_exact_mut(QK)) {
         let d = f16_at(block);
@@ -101,9 +86,7 @@ pub fn dequantize_q5_0(bytes: &[u8], out: &mut [f32]) {
         }
     }
 }
-// ANCHOR_END: dequantize_q5_0
 
-// ANCHOR: dequantize_q5_1
 pub fn dequantize_q5_1(bytes: &[u8], out: &mut [f32]) {
     for (block, y) in bytes.chunks_exact(Q5_1_BYTES).zip(out.chunks_exact_mut(QK)) {
         let d = f16_at(block);
@@ -114,7 +97,6 @@ pub fn dequantize_q5_1(bytes: &[u8], out: &mut [f32]) {
         }
     }
 }
-// ANCHOR_END: dequantize_q5_1
 
 /// The 32 five-bit values of a Q5 block from its `qh` (4 bytes) and `qs` (16 bytes).
 #[inline(always)]
@@ -195,7 +177,6 @@ pub fn quantize_q4_0(x: &[f32], out: &mut [u8]) {
 }
 // ANCHOR_END: quantize_q4_0
 
-// ANCHOR: quantize_q4_1
 pub fn quantize_q4_1(x: &[f32], out: &mut [u8]) {
     for (x, block) in x.chunks_exact(QK).zip(out.chunks_exact_mut(Q4_1_BYTES)) {
         let (min, max) = min_max(x);
@@ -211,7 +192,6 @@ pub fn quantize_q4_1(x: &[f32], out: &mut [u8]) {
         }
     }
 }
-// ANCHOR_END: quantize_q4_1
 
 /// Packs 32 five-bit values: low nibbles into `qs` (two per byte), fifth bits into `qh`.
 fn pack_q5(q: &[u8; QK], qh_out: &mut [u8], qs: &mut [u8]) {
@@ -224,7 +204,6 @@ fn pack_q5(q: &[u8; QK], qh_out: &mut [u8], qs: &mut [u8]) {
     qh_out.copy_from_slice(&qh.to_le_bytes());
 }
 
-// ANCHOR: quantize_q5_0
 pub fn quantize_q5_0(x: &[f32], out: &mut [u8]) {
     for (x, block) in x.chunks_exact(QK).zip(out.chunks_exact_mut(Q5_0_BYTES)) {
         let d = signed_absmax(x) / -16.0;
@@ -238,9 +217,7 @@ pub fn quantize_q5_0(x: &[f32], out: &mut [u8]) {
         pack_q5(&q, qh, qs);
     }
 }
-// ANCHOR_END: quantize_q5_0
 
-// ANCHOR: quantize_q5_1
 pub fn quantize_q5_1(x: &[f32], out: &mut [u8]) {
     for (x, block) in x.chunks_exact(QK).zip(out.chunks_exact_mut(Q5_1_BYTES)) {
         let (min, max) = min_max(x);
@@ -257,9 +234,7 @@ pub fn quantize_q5_1(x: &[f32], out: &mut [u8]) {
         pack_q5(&q, qh, qs);
     }
 }
-// ANCHOR_END: quantize_q5_1
 
-// ANCHOR: quantize_q8_0
 pub fn quantize_q8_0(x: &[f32], out: &mut [u8]) {
     for (x, block) in x.chunks_exact(QK).zip(out.chunks_exact_mut(Q8_0_BYTES)) {
         let amax = x
@@ -274,7 +249,6 @@ pub fn quantize_q8_0(x: &[f32], out: &mut [u8]) {
         }
     }
 }
-// ANCHOR_END: quantize_q8_0
 
 #[cfg(test)]
 mod tests {
