@@ -99,7 +99,6 @@ impl Message {
     }
 }
 
-// ANCHOR: render
 /// Renders `messages` exactly as Qwen3's chat template does.
 pub fn render(messages: &[Message], tools: &[JsonValue], opts: &ChatOptions) -> Result<String> {
     let first = messages.first().ok_or_else(|| {
@@ -124,6 +123,7 @@ pub fn render(messages: &[Message], tools: &[JsonValue], opts: &ChatOptions) -> 
         out.push_str(first.text(0)?);
         out.push_str("<|im_end|>\n");
     }
+    // ANCHOR: last_query
     // 2. The last "real" user query: walking back, the first user message that is not a
     //    wrapped tool response. Reasoning is kept only for assistant turns after it.
     let mut last_query_index = messages.len() - 1;
@@ -136,6 +136,8 @@ pub fn render(messages: &[Message], tools: &[JsonValue], opts: &ChatOptions) -> 
             }
         }
     }
+    // ANCHOR_END: last_query
+    // ANCHOR: render_turns
     // 3. The turns.
     let last = messages.len() - 1;
     for (index, m) in messages.iter().enumerate() {
@@ -169,6 +171,7 @@ pub fn render(messages: &[Message], tools: &[JsonValue], opts: &ChatOptions) -> 
         }
     }
     Ok(out)
+    // ANCHOR_END: render_turns
 }
 
 /// An assistant turn: split `<think>…</think>` off the content (unless the reasoning came
@@ -202,6 +205,7 @@ fn render_assistant(
             .unwrap_or("")
             .trim_start_matches('\n');
     }
+    // ANCHOR: keep_reasoning
     out.push_str("<|im_start|>assistant\n");
     if index > last_query_index && (is_last || !reasoning.is_empty()) {
         out.push_str("<think>\n");
@@ -211,6 +215,7 @@ fn render_assistant(
     } else {
         out.push_str(content);
     }
+    // ANCHOR_END: keep_reasoning
     for (k, call) in m.tool_calls.iter().enumerate() {
         if k > 0 || !content.is_empty() {
             out.push('\n');
@@ -227,7 +232,6 @@ fn render_assistant(
     out.push_str("<|im_end|>\n");
     Ok(())
 }
-// ANCHOR_END: render
 
 /// The block `enable_thinking = false` appends after the generation prompt.
 pub const EMPTY_THINK: &str = "<think>\n\n</think>\n\n";

@@ -140,6 +140,7 @@ pub fn generate_with_budget(
             }
             other => other,
         };
+        // ANCHOR_END: budget_loop
         if stop_ids.contains(&t) {
             return Ok(BudgetedGeneration {
                 ids: context[prompt.len()..].to_vec(),
@@ -157,7 +158,6 @@ pub fn generate_with_budget(
         stop: StopReason::MaxTokens,
     })
 }
-// ANCHOR_END: budget_loop
 
 /// Splits a generated text into (reasoning, answer) at the last `</think>`, the way Qwen's
 /// model card parses output: the reasoning without its tags and surrounding newlines, the

@@ -208,7 +208,6 @@ impl SimResult {
     }
 }
 
-// ANCHOR: simulate
 /// Trains a linear router `z = W x` by SGD on a toy task that rewards good experts.
 ///
 /// Tokens are `x = μ + ε` (a shared direction μ, as real hidden states have, plus noise).
@@ -274,6 +273,7 @@ pub fn simulate(cfg: &SimConfig, balancing: Balancing) -> SimResult {
         aux_hist.push(switch_aux_loss(&logits, n, cfg.k));
         z_hist.push(router_z_loss(&logits, n));
         dropped_hist.push(dispatch_with_capacity(&routings, n, capacity).dropped_assignments);
+        // ANCHOR: simulate_step
         // dL/dz per token.
         let mut grad_w = vec![0.0f32; n * d];
         for ((x, z), r) in xs
@@ -311,6 +311,7 @@ pub fn simulate(cfg: &SimConfig, balancing: Balancing) -> SimResult {
         for (c, l) in trained.iter_mut().zip(&load) {
             *c += l;
         }
+        // ANCHOR_END: simulate_step
         let total = (t_count * cfg.k) as f32;
         let share: Vec<f32> = load.iter().map(|l| l / total).collect();
         if let Balancing::Bias(gamma) = balancing {
@@ -326,7 +327,6 @@ pub fn simulate(cfg: &SimConfig, balancing: Balancing) -> SimResult {
         dropped: dropped_hist,
     }
 }
-// ANCHOR_END: simulate
 
 /// Routes logits with the Hugging Face convention (helper for capacity examples).
 pub fn route_all(logits: &[f32], num_experts: usize, k: usize) -> Vec<Routing> {

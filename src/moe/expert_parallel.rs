@@ -85,7 +85,6 @@ pub fn owner(e: usize, num_experts: usize, workers: usize) -> usize {
     e / num_experts.div_ceil(workers)
 }
 
-// ANCHOR: expert_parallel
 /// Runs one MoE layer on `workers` threads. Tokens are split contiguously over workers
 /// (their "home"), experts too. Same contract as `moe_bucketed`.
 pub fn expert_parallel(
@@ -122,6 +121,7 @@ pub fn expert_parallel(
                         .flat_map(|&t| x[t * hidden..(t + 1) * hidden].iter().copied())
                         .collect();
                     let mut traffic = Traffic::default();
+                    // ANCHOR: ep_dispatch
                     // Steps 1–2: route my tokens with my copy of the router.
                     let routings = route_tokens(&my_x, hidden, router, k, norm_topk_prob);
                     // Step 3: all-to-all #1, every pair to its expert's owner.
@@ -148,6 +148,7 @@ pub fn expert_parallel(
                     for tx in &dispatch_tx {
                         tx.send(Dispatch::Done).expect("worker alive");
                     }
+                    // ANCHOR_END: ep_dispatch
                     // Receive until every worker (me included) said Done.
                     let mut inbox = Vec::new();
                     let mut done = 0;
@@ -163,6 +164,7 @@ pub fn expert_parallel(
                             } => inbox.push((token, expert, weight, x, from)),
                         }
                     }
+                    // ANCHOR: ep_experts
                     // Step 4: my experts, each once on its batch (expert-index order).
                     inbox.sort_by_key(|p| (p.1, p.0));
                     let received: Vec<(usize, usize, usize)> =
@@ -188,6 +190,7 @@ pub fn expert_parallel(
                     for tx in &combine_tx {
                         tx.send(Combine::Done).expect("worker alive");
                     }
+                    // ANCHOR_END: ep_experts
                     let mut back = Vec::new();
                     let mut done = 0;
                     while done < workers {
@@ -196,6 +199,7 @@ pub fn expert_parallel(
                             Combine::Pair { token, expert, y } => back.push((token, expert, y)),
                         }
                     }
+                    // ANCHOR: ep_combine
                     // Step 6: add each token's results in expert-index order.
                     back.sort_by_key(|b| (b.0, b.1));
                     let mut out: Vec<(usize, Vec<f32>)> =
@@ -206,6 +210,7 @@ pub fn expert_parallel(
                             *o += v;
                         }
                     }
+                    // ANCHOR_END: ep_combine
                     let log = WorkerLog {
                         worker: w,
                         tokens: mine.clone(),
@@ -248,7 +253,6 @@ pub fn expert_parallel(
         traffic,
     }
 }
-// ANCHOR_END: expert_parallel
 
 /// The text's setting: 2 workers, 4 experts, 6 tokens (top-2, hidden 8, intermediate 16).
 pub const WORKERS: usize = 2;

@@ -115,7 +115,6 @@ pub fn buckets(routings: &[Routing], num_experts: usize) -> Vec<Vec<(usize, f32)
     b
 }
 
-// ANCHOR: moe_fast
 /// [`moe_bucketed`] as the model runs it (chapter 10): the router's logits for every
 /// token in one batched [`Matrix::matmul`]; the (token, expert) pairs sorted by expert
 /// (a counting sort, so each expert's tokens stay in increasing order, as [`buckets`]
@@ -154,6 +153,7 @@ pub fn moe_fast_into(
         );
     }
 
+    // ANCHOR: moe_fast_sort
     // 2. Sort the (token, expert) pairs by expert: count, prefix-sum, place.
     s.start.fill(0);
     for &e in &s.chosen {
@@ -171,6 +171,7 @@ pub fn moe_fast_into(
         s.slot_weight[slot] = s.weights[pair];
         s.xs[slot * hidden..(slot + 1) * hidden].copy_from_slice(&x[t * hidden..(t + 1) * hidden]);
     }
+    // ANCHOR_END: moe_fast_sort
 
     // 3. The chosen experts: gate and up for all of them at once (matrix 2e is expert e's
     //    gate, 2e+1 its up; the up rows land `slots` rows after the gate rows), SwiGLU,
@@ -222,7 +223,6 @@ pub fn moe_fast_into(
         }
     }
 }
-// ANCHOR_END: moe_fast
 
 /// [`moe_fast_into`] with fresh buffers, returning the output and each token's routing.
 pub fn moe_fast(

@@ -123,7 +123,6 @@ pub struct BiasedRouting {
     pub routed_scaling_factor: f32,
 }
 
-// ANCHOR: route_biased
 /// DeepSeek-V3: affinity sᵢ = σ(logitᵢ); the *choice* uses sᵢ + bᵢ (the load-balancing
 /// bias, see `moe::balance`), the *weights* use sᵢ alone, normalised over the chosen k and
 /// multiplied by `routed_scaling_factor`.
@@ -134,6 +133,7 @@ pub fn route_biased(logits: &[f32], bias: &[f32], p: &BiasedRouting) -> Routing 
         p.n_group >= 1 && n.is_multiple_of(p.n_group) && p.topk_group <= p.n_group,
         "route_biased: bad groups"
     );
+    // ANCHOR: route_biased
     let scores: Vec<f32> = logits.iter().map(|&l| 1.0 / (1.0 + (-l).exp())).collect();
     let mut choice: Vec<f32> = scores.iter().zip(bias).map(|(s, b)| s + b).collect();
     if p.n_group > 1 {

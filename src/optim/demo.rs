@@ -274,6 +274,7 @@ pub fn sweep(cfg: &DemoConfig, tasks: &[Task], kind: OptimizerKind) -> SweepResu
         final_losses,
     }
 }
+// ANCHOR_END: sweep
 
 /// Runs the whole demo: SGD-momentum, Adam and Muon, each at its tuned learning rate.
 pub fn run(cfg: &DemoConfig) -> DemoResult {
@@ -287,7 +288,6 @@ pub fn run(cfg: &DemoConfig) -> DemoResult {
         sweeps,
     }
 }
-// ANCHOR_END: sweep
 
 /// The book's two runs, computed once per process: the default budget (1 000 steps) and a
 /// short one (300 steps), everything else equal.

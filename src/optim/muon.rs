@@ -114,7 +114,6 @@ pub fn adjust_lr(lr: f64, rule: AdjustLr, rows: usize, cols: usize) -> f64 {
     lr * ratio
 }
 
-// ANCHOR: muon_step
 /// One Muon update of one parameter, in place (torch's `_single_tensor_muon` body).
 /// `buf` is the momentum buffer (zeros before the first step).
 pub fn muon_update(
@@ -126,6 +125,7 @@ pub fn muon_update(
     muon_update_view(param.view_mut(), grad.view(), buf.view_mut(), cfg);
 }
 
+// ANCHOR: muon_step
 /// [`muon_update`] on borrowed views, so a `[rows, cols]` matrix stored in a flat slice
 /// (chapter 12's parameters, one expert of a fused `[E, rows, cols]` tensor) can be
 /// updated in place: see [`muon_update_slice`].
