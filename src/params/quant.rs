@@ -36,7 +36,6 @@ impl PlannedTensor {
     }
 }
 
-// ANCHOR: gguf_tensors
 /// The tensors (name, ggml dims) of a GGUF file of the model, as llama.cpp's converter
 /// lays them out: the experts of a layer stacked into one 3-D tensor per projection.
 pub fn gguf_tensors(c: &ModelConfig) -> Vec<(String, Vec<u64>)> {
@@ -126,7 +125,6 @@ pub fn gguf_tensors(c: &ModelConfig) -> Vec<(String, Vec<u64>)> {
     }
     out
 }
-// ANCHOR_END: gguf_tensors
 
 /// The facts about the model llama.cpp's type choice looks at.
 pub fn mix_context(c: &ModelConfig) -> MixContext {
@@ -245,7 +243,6 @@ pub struct QuantEstimate {
     pub bytes_read_per_token: u64,
 }
 
-// ANCHOR: estimate
 /// The file size, memory and per-token reads of `c` under `scheme`, with the KV cache for
 /// `context` tokens.
 pub fn estimate(c: &ModelConfig, scheme: FileType, context: u64) -> QuantEstimate {
@@ -302,7 +299,6 @@ fn read_per_token(c: &ModelConfig, t: &PlannedTensor) -> u64 {
         _ => t.bytes,
     }
 }
-// ANCHOR_END: estimate
 
 /// Reads a config.json and estimates it under `scheme` at its `max_position_embeddings`.
 pub fn estimate_file(path: &Path, scheme: FileType) -> Result<QuantEstimate> {

@@ -1,5 +1,5 @@
-//! Helpers the tests share (tests/qwen3_transformers.rs, tests/qwen2_transformers.rs,
-//! tests/lost_in_middle.rs, tests/params_quant.rs): running the CLI, id lists, and the logit distance they compare.
+//! Helpers the suite's modules share (transformers, lost-in-middle, params, grad, gguf):
+//! running the CLI, id lists, and the logit distance they compare.
 #![allow(dead_code)] // each test binary uses its own subset
 
 use serde_json::Value;

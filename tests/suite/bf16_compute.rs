@@ -10,7 +10,7 @@
 //!
 //! Skipped where the CPU lacks AVX512_BF16 (the modes would not run).
 
-mod common;
+use crate::common;
 use common::max_abs_diff;
 
 use llm_anatomy::checkpoint::Checkpoint;

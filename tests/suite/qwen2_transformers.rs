@@ -8,7 +8,7 @@
 //! greedy tokens as `model.generate(do_sample=False)`; the CLI's `logits`, `generate`,
 //! `router-stats`, `glitch --model` and `lost-in-middle` run on them.
 
-mod common;
+use crate::common;
 use common::{anatomy, ids, join, max_abs_diff};
 
 use llm_anatomy::checkpoint::Checkpoint;

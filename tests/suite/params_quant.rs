@@ -5,7 +5,7 @@
 //! bounded header and metadata overhead. (The tensor bytes are exact: llama.cpp's sizes
 //! minus ours leave 1,504–2,464 bytes of header, infos and keys.)
 
-mod common;
+use crate::common;
 
 use llm_anatomy::params::ModelConfig;
 use llm_anatomy::params::quant::{MODEL_KEYS_BYTES, estimate, overhead_bound, plan};

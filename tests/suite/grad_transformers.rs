@@ -5,7 +5,7 @@
 //! provenance in tests/fixtures/grad/models/). Per tensor: max |ours − expected| ≤
 //! 1e-4 × max |expected|; the set of tensor names must be exactly the expected set.
 
-mod common;
+use crate::common;
 use common::{anatomy, ids};
 
 use llm_anatomy::checkpoint::Checkpoint;

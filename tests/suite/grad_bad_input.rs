@@ -3,7 +3,7 @@
 //! problem, never a panic. Uses the fixture tests/fixtures/grad/models/dense
 //! (scripts/gen_grad_fixtures.py).
 
-mod common;
+use crate::common;
 use common::anatomy;
 
 use std::path::Path;

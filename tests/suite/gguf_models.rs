@@ -15,7 +15,7 @@
 //! config said false, the comparison is with transformers' logits with it forced true
 //! (`hf_logits_norm_topk`), as the fixtures' PROVENANCE.md explains.
 
-mod common;
+use crate::common;
 
 use llm_anatomy::kernels::WeightData;
 use llm_anatomy::quant::GgmlType;

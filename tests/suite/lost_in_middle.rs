@@ -5,7 +5,7 @@
 //! jinja2 3.1.6), which rebuilds the documents and prompts in Python and lets transformers
 //! answer greedily on the bundled Qwen3-MoE and on a Qwen2 with Qwen's vocabulary.
 
-mod common;
+use crate::common;
 use common::{anatomy, ids};
 
 use llm_anatomy::checkpoint::Checkpoint;

@@ -10,7 +10,7 @@
 //! * the same 8 greedy tokens as `model.generate(do_sample=False)` with its KV cache,
 //! * through the CLI: `anatomy logits` and `anatomy generate` the same.
 
-mod common;
+use crate::common;
 use common::{anatomy, join, max_abs_diff};
 
 use llm_anatomy::checkpoint::Checkpoint;
