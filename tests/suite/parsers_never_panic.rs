@@ -126,9 +126,9 @@ fn json_value() -> impl Strategy<Value = Value> {
 /// A real config with some fields replaced by arbitrary values.
 fn mutated_config() -> impl Strategy<Value = Value> {
     let base: Value =
-        serde_json::from_str(include_str!("fixtures/qwen3/head_dim_gqa/config.json")).unwrap();
+        serde_json::from_str(include_str!("../fixtures/qwen3/head_dim_gqa/config.json")).unwrap();
     let v4: Value =
-        serde_json::from_str(include_str!("../data/configs/qwen3-30b-a3b.json")).unwrap();
+        serde_json::from_str(include_str!("../../data/configs/qwen3-30b-a3b.json")).unwrap();
     (
         prop::bool::ANY,
         prop::collection::vec((prop::sample::select(KEYS), json_value()), 1..4),
