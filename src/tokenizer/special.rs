@@ -2,7 +2,7 @@
 //! tokenizer maps straight to one id, before and outside byte-level BPE.
 //!
 //! Qwen3's list comes from its published `tokenizer_config.json` (`added_tokens_decoder`,
-//! ids 151643–151668). Thirteen are flagged `special` (`<|endoftext|>`, the ChatML markers,
+//! ids 151643–151668). Fourteen are flagged `special` (`<|endoftext|>`, the ChatML markers,
 //! the vision markers); the rest (`<tool_call>`, the FIM markers, `<think>` …) are plain
 //! added tokens. Both kinds are matched in the input text and never split; the flag only
 //! matters to a decoder asked to skip special tokens.

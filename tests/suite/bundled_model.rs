@@ -101,7 +101,7 @@ fn the_recorded_run_beats_a_unigram_model_within_budget() {
 }
 
 /// Chapter 9 quotes book/src/generated/trained-model.md; this recomputes it.
-/// `BLESS=1 cargo test --test bundled_model` rewrites the file.
+/// `BLESS=1 cargo test --test suite bundled_model::` rewrites the file.
 #[test]
 fn chapter_9_block_is_current() {
     let path = root().join("book/src/generated/trained-model.md");
@@ -111,14 +111,14 @@ fn chapter_9_block_is_current() {
     }
     let on_disk = std::fs::read_to_string(&path).unwrap_or_else(|_| {
         panic!(
-            "{} missing: run BLESS=1 cargo test --test bundled_model",
+            "{} missing: run BLESS=1 cargo test --test suite bundled_model::",
             path.display()
         )
     });
     assert_eq!(
         on_disk,
         text,
-        "{} is stale: run BLESS=1 cargo test --test bundled_model",
+        "{} is stale: run BLESS=1 cargo test --test suite bundled_model::",
         path.display()
     );
 }

@@ -203,7 +203,7 @@ fn recorded_statuses_follow_the_rules() {
 }
 
 /// `book/src/generated/train-context.md` (chapter 13.2's verdicts) is the registry's table
-/// of this group's claims; `BLESS=1 cargo test --test experiments_context book_table`
+/// of this group's claims; `BLESS=1 cargo test --test suite experiments_context::book_table`
 /// rewrites it.
 #[test]
 fn book_table_is_current() {
@@ -219,7 +219,7 @@ fn book_table_is_current() {
     assert_eq!(
         on_disk,
         text,
-        "{} is stale: run BLESS=1 cargo test --test experiments_context book_table",
+        "{} is stale: run BLESS=1 cargo test --test suite experiments_context::book_table",
         path.display()
     );
 }

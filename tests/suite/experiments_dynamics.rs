@@ -270,7 +270,7 @@ fn recorded_results_are_pinned() {
 }
 
 /// `book/src/generated/train-dynamics.md` (chapter 13.1's verdicts) is the registry's table
-/// of this group's claims; `BLESS=1 cargo test --test experiments_dynamics book_table`
+/// of this group's claims; `BLESS=1 cargo test --test suite experiments_dynamics::book_table`
 /// rewrites it.
 #[test]
 fn book_table_is_current() {
@@ -288,7 +288,7 @@ fn book_table_is_current() {
     assert_eq!(
         on_disk,
         text,
-        "{} is stale: run BLESS=1 cargo test --test experiments_dynamics book_table",
+        "{} is stale: run BLESS=1 cargo test --test suite experiments_dynamics::book_table",
         path.display()
     );
 }

@@ -274,14 +274,16 @@ fn the_claim_names_the_command() {
 
 #[test]
 fn the_books_quoted_run_is_the_clis() {
-    // Chapter 3.8 quotes the bundled model's table; it must be what the command prints.
+    // Chapter 3's Reproducing page quotes the bundled model's table; it must be what the
+    // command prints.
     let bundled = llm_anatomy::qwen3::bundled_dir();
     let o = anatomy(&["lost-in-middle", bundled.to_str().unwrap()]);
     assert!(o.status.success());
     let text = String::from_utf8_lossy(&o.stdout);
     let table: Vec<&str> = text.lines().skip(2).take(4).collect();
     assert!(table[0].starts_with("placement"), "{text}");
-    let book = std::fs::read_to_string(root().join("book/src/03-long-context.md")).unwrap();
+    let book =
+        std::fs::read_to_string(root().join("book/src/reproduce/03-long-context.md")).unwrap();
     assert!(book.contains(&table.join("\n")), "{}", table.join("\n"));
     assert!(text.contains("documents of 852–856 words: prompts of 994–999 tokens"));
     let flat = book.split_whitespace().collect::<Vec<_>>().join(" ");

@@ -531,7 +531,7 @@ impl OwnedMoeFixture {
 // ------------------------------------------------------------------ the book's generated text
 
 /// The book includes these files; they must be what the code prints now.
-/// `BLESS=1 cargo test --test moe book_snippets` rewrites them.
+/// `BLESS=1 cargo test --test suite moe::book_snippets` rewrites them.
 #[test]
 fn book_snippets_are_current() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src/generated");
@@ -543,14 +543,14 @@ fn book_snippets_are_current() {
         }
         let on_disk = std::fs::read_to_string(&path).unwrap_or_else(|_| {
             panic!(
-                "{} missing: run BLESS=1 cargo test --test moe",
+                "{} missing: run BLESS=1 cargo test --test suite moe::",
                 path.display()
             )
         });
         assert_eq!(
             on_disk,
             text,
-            "{} is stale: run BLESS=1 cargo test --test moe",
+            "{} is stale: run BLESS=1 cargo test --test suite moe::",
             path.display()
         );
     }

@@ -229,7 +229,7 @@ fn layer_tensors_add_up_to_the_layer_count() {
     }
 }
 
-/// `BLESS=1 cargo test --test params` rewrites the tables the book includes.
+/// `BLESS=1 cargo test --test suite params::` rewrites the tables the book includes.
 #[test]
 fn book_tables_are_current() {
     let dir = root().join("book/src/generated");
@@ -241,14 +241,14 @@ fn book_tables_are_current() {
         }
         let on_disk = std::fs::read_to_string(&path).unwrap_or_else(|_| {
             panic!(
-                "{} missing: run BLESS=1 cargo test --test params",
+                "{} missing: run BLESS=1 cargo test --test suite params::",
                 path.display()
             )
         });
         assert_eq!(
             on_disk,
             text,
-            "{} is stale: run BLESS=1 cargo test --test params",
+            "{} is stale: run BLESS=1 cargo test --test suite params::",
             path.display()
         );
     }
