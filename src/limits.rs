@@ -1,4 +1,4 @@
-//! Limits, with their reasons, in one place (issue 13).
+//! Limits, with their reasons, in one place.
 //!
 //! Every size this crate reads from a file or a flag is checked here before it sizes an
 //! allocation or a loop: a `config.json` dimension against what any real model uses (with

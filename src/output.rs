@@ -1,4 +1,4 @@
-//! Output files (issue 13): every file this crate writes goes through [`write_output`] —
+//! Output files: every file this crate writes goes through [`write_output`] —
 //! chapter 9's `anatomy logits --out` and the figures of every chapter.
 //! (Inputs are read by [`crate::error::read_file`], [`crate::error::read_json`] and
 //! [`crate::error::open_regular`], which refuse what is not a regular file.)

@@ -10,12 +10,10 @@
 //!   three `vdpbf16ps`. Logits stay within f32 rounding of the widening kernels, so
 //!   transformers' f32-compute fixtures pass unchanged (two pieces, 2⁻¹⁸, measured 3.3e-5
 //!   on the bf16_sharded fixture: past its 1e-5). Groups of prefill size take the widening
-//!   kernels (`x86::gemm_block`), which are faster there. Split was the default until it
-//!   was measured against the widening kernels on an Intel Xeon with AVX512_BF16
-//!   (2026-12-03, `anatomy bench bf16.gguf`): decode at 9.5 tok/s on 2 threads against
-//!   19; its `vdpbf16ps` probe peaks at half the f32 FMA rate (161 against 329 GFLOP/s),
-//!   so three products per pair are no longer hidden behind memory there. The
-//!   default is now the widening kernels; Split stays, pinned, to be measured.
+//!   kernels (`x86::gemm_block`), which are faster there. Where `vdpbf16ps` runs at only
+//!   half the f32 FMA rate, three products per pair are no longer hidden behind memory
+//!   and Split decodes slower than the widening kernels, so it is opt-in (the measured
+//!   figures are on chapter 10's Reproducing page).
 //! - [`Bf16Mode::Round`] (`ANATOMY_BF16_ACTIVATIONS=round`): `x` rounded to bf16, as
 //!   llama.cpp's bf16 path and transformers' bf16 compute do; one instruction per pair,
 //!   twice the arithmetic rate of the f32 FMA path in prefill (tests/bf16_compute.rs
@@ -88,8 +86,8 @@ pub fn mode() -> Option<Bf16Mode> {
                         );
                         None
                     }
-                    // The default: the widening kernels, exact and, on the Xeon of
-                    // 2026-12-03, twice as fast as Split in decode (module docs).
+                    // The default: the widening kernels, exact and, where bf16 dot
+                    // products run at half the FMA rate, faster than Split (module docs).
                     _ => None,
                 }
             }
@@ -338,8 +336,8 @@ mod kernels {
 
     /// Decode: each row against the one token, the rows one after another, so a task reads
     /// its block of rows front to back as one stream (tiles of 4 rows read 4 streams a page
-    /// apart, which the read probe measures slower: 30.7 against 43.5 GB/s on 2 threads of
-    /// a Zen 4). Four accumulators per row cover the instruction's latency.
+    /// apart, which the bench's read probe measures slower than one stream). Four
+    /// accumulators per row cover the instruction's latency.
     ///
     /// # Safety
     /// As for [`dot_tiles`] with `n == 1`.
@@ -413,9 +411,8 @@ mod kernels {
         let main = cols / 32 * 32;
         let mut c = 0;
         while c < main {
-            // No software prefetch: measured on the 1 GB probe matrix (Zen 4, 2 threads),
-            // prefetching the next tile's rows or lines ahead in these rows read slower
-            // (26–28 GB/s) than the hardware prefetcher alone (≈ 30 GB/s).
+            // No software prefetch: on the bench's probe matrix, prefetching the next tile's
+            // rows or lines ahead in these rows read slower than the hardware prefetcher.
             // SAFETY: rows r+i exist and c + 32 ≤ cols.
             let wv: [__m512bh; R] =
                 std::array::from_fn(|i| unsafe { load32(wp.add((r + i) * cols + c)) });

@@ -1,4 +1,4 @@
-//! Where a NaN or an infinity in the forward pass came from (issue 13).
+//! Where a NaN or an infinity in the forward pass came from.
 //!
 //! Scanning every weight of a 60 GB checkpoint at load would take a minute; scanning what
 //! the forward pass produces costs nothing next to the matmuls that produce it. So

@@ -142,9 +142,9 @@ mod avx2 {
     }
 
     /// How far ahead of the block being read the kernels ask for weights: one row walk is
-    /// a single sequential stream, which the hardware prefetchers alone keep at about 10
-    /// GB/s on one core here; asking 2 KiB ahead (measured: 0.5, 1, 2, 4 KiB) raised the
-    /// LM-head-sized matrix's rate by 15–25 % (`big_timing`).
+    /// a single sequential stream, which the hardware prefetchers alone do not keep at
+    /// full rate; of 0.5–4 KiB, 2 KiB ahead read an LM-head-sized matrix fastest
+    /// (`big_timing`).
     const AHEAD: usize = 2048;
 
     /// Asks for the cache lines of `bytes` bytes at [`AHEAD`] bytes past `p` (a hint: the

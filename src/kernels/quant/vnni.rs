@@ -70,14 +70,10 @@ pub fn has_vnni(ty: GgmlType) -> bool {
 }
 
 /// Whether the VNNI kernels beat the AVX2 int8 kernels for a group of `n` tokens of `ty`
-/// (`tests::vnni_timing`, 768 × 2048 and 2048 × 768, one thread, best of three): from
-/// [`LANES_MIN_TOKENS`] the row lanes, 1.1–1.5× at 4 tokens and 2.0–3.3× from 16; at 2
-/// and 3 tokens the VNNI tiles for Q8_0 and Q6_K (1.4–1.7× when measured against AVX2),
-/// the AVX2 tiles for Q4_K (the VNNI tile was 0.9–1.0× there: its f32 scaling per row
-/// and token). At 1 token the AVX2 decode kernels stay: on a matrix in cache VNNI wins
-/// for Q8_0 (1.4×) and ties for Q6_K, but streaming an LM-head-sized matrix from memory
-/// (`tiles::big_timing`, one thread) its 4-row tile without prefetches reads Q8_0 at
-/// 9.2 GB/s against the decode kernel's 13.6.
+/// (as `tests::vnni_timing` measures): the row lanes from [`LANES_MIN_TOKENS`]; at 2–3
+/// tokens the VNNI tiles for Q8_0 and Q6_K but not Q4_K, whose f32 scaling per row and
+/// token eats the gain; at 1 token the AVX2 decode kernels, whose prefetches stream a
+/// matrix from memory faster than the 4-row VNNI tile (`tiles::big_timing`).
 pub fn wins(ty: GgmlType, n: usize) -> bool {
     match ty {
         GgmlType::Q8_0 | GgmlType::Q6_K => n >= 2,
@@ -87,14 +83,14 @@ pub fn wins(ty: GgmlType, n: usize) -> bool {
 }
 
 /// Groups of at least this many tokens take the row-lane kernels (`lanes.rs`) for each
-/// 16 rows (the last rows, fewer than 16, take the tiles): at 2 tokens the lanes lose to
-/// the tiles for Q8_0 and Q6_K (0.65–0.7×) and tie for Q4_K, at 4 they win.
+/// 16 rows (the last rows, fewer than 16, take the tiles): below it the transposed chunk
+/// is shared by too few tokens to pay for itself.
 pub const LANES_MIN_TOKENS: usize = 4;
 
 /// With the VNNI kernels, groups take the int8 path up to this many token rows (AVX2:
 /// [`super::TILED_MAX_TOKENS`]), that is, every group: the row lanes cost the same per
 /// token however many there are (passes of 64) and beat the f32 path (dequantised rows,
-/// outer products) at every size measured, by 1.3–2.0× at 512 tokens.
+/// outer products) at every group size `tests::vnni_timing` measures.
 pub const LANES_MAX_TOKENS: usize = usize::MAX;
 
 /// The int8 path's token limit for `ty` when this thread's matmuls take the VNNI kernels

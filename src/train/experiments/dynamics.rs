@@ -130,8 +130,8 @@ pub struct Header {
     pub git_commit: Option<String>,
     pub cpu_model: Option<String>,
     pub cpu_flags: Vec<String>,
-    /// Worker threads the runs had (files recorded before 2026-12-02 evening hold what was
-    /// asked for, 0 meaning all cores).
+    /// Worker threads the runs had (older files hold what was asked for, 0 meaning all
+    /// cores).
     pub threads: usize,
     pub wall_s: f64,
     pub train_tokens: usize,
