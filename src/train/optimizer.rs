@@ -55,6 +55,7 @@ pub fn param_rule(name: &str, shape: &[usize]) -> ParamRule {
             weight_decay: true,
             matrices: vec![(0, rows, cols)],
         },
+        // ANCHOR_END: param_rule
         // transformers 5's fused experts: [E, 2I, H] gate_up_proj (gate rows first, then
         // up) and [E, H, I] down_proj.
         [experts, rows, cols] if name.contains(".layers.") => {
@@ -79,7 +80,6 @@ pub fn param_rule(name: &str, shape: &[usize]) -> ParamRule {
         _ => adamw(true),
     }
 }
-// ANCHOR_END: param_rule
 
 /// Hyper-parameters of the two groups.
 #[derive(Clone, Debug, PartialEq)]
@@ -362,6 +362,7 @@ pub fn qk_clip_layer(
             }
             Ok(vec![gamma; gammas.len()])
         }
+        // ANCHOR_END: qk_clip
         QkTensors::Query { q_proj, mut q_bias } => {
             let rows = gammas.len() * head_dim;
             if head_dim == 0 || rows == 0 || !q_proj.len().is_multiple_of(rows) {
@@ -387,7 +388,6 @@ pub fn qk_clip_layer(
         }
     }
 }
-// ANCHOR_END: qk_clip
 
 /// The weights QK-clip rescales in one layer.
 pub enum QkTensors<'a> {

@@ -423,6 +423,7 @@ impl TrainState {
         }
     }
 
+    // ANCHOR: router_bias
     /// DeepSeek-V3's rule: b_i ← b_i + u·sign(mean load − load_i).
     fn update_router_bias(&mut self, losses: &Losses) {
         let u = self.options.router_bias_speed;
@@ -441,6 +442,7 @@ impl TrainState {
             }
         }
     }
+    // ANCHOR_END: router_bias
 
     /// Mean loss over `eval_batches` fixed held-out batches (the same ones every time).
     pub fn heldout_loss(&self, heldout: &[u32]) -> Result<f32> {

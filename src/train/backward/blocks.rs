@@ -272,7 +272,6 @@ impl AttnShape {
     }
 }
 
-// ANCHOR: attention_forward
 /// `o = softmax(q·kᵀ·scale)·v` under the mask, for `t` positions: writes `o` `[T, heads·d]`
 /// and the probabilities `probs` `[heads, T, T]` (zero where masked), and returns each
 /// head's largest scaled logit.
@@ -312,14 +311,13 @@ pub fn attention_forward(
     }
     max_logit
 }
-// ANCHOR_END: attention_forward
 
-// ANCHOR: attention_backward_reference
 /// The backward of [`attention_forward`]: with `dP_ij = do_i·v_j`,
 /// `dv_j += Σ_i P_ij·do_i`, `dS_ij = P_ij·(dP_ij − Σ_j' P_ij'·dP_ij')`,
 /// `dq_i += scale·Σ_j dS_ij·k_j`, `dk_j += scale·Σ_i dS_ij·q_i` (query heads of a group
 /// add into their shared key/value head).
 #[allow(clippy::too_many_arguments)]
+// ANCHOR: attention_backward_reference
 pub fn attention_backward_reference(
     s: &AttnShape,
     t: usize,
@@ -469,7 +467,6 @@ pub fn logsumexp(z: &[f32]) -> f64 {
 
 // ---------------------------------------------------------------- router losses
 
-// ANCHOR: load_balancing
 /// transformers' `load_balancing_loss_func` over every MoE layer's router logits (each
 /// `[N, E]`, pooled into `R` rows): `aux = E · Σ_e (count_e / R) · (Σ_r p_re / R)`, with
 /// `count_e` the top-k picks of expert e (no gradient). Adds `coef · ∂aux/∂logits` into
@@ -497,6 +494,7 @@ pub fn load_balancing_loss(
             .zip(&mut prob_sum)
             .for_each(|(p, s)| *s += *p as f64);
     }
+    // ANCHOR: load_balancing
     let r2 = rows * rows;
     let aux = counts
         .iter()
@@ -522,7 +520,6 @@ pub fn load_balancing_loss(
 }
 // ANCHOR_END: load_balancing
 
-// ANCHOR: z_loss
 /// The ST-MoE router z-loss over every MoE layer's rows pooled:
 /// `z = mean_r logsumexp(logits_r)²`; adds `coef · ∂z/∂logits =
 /// coef · 2·lse_r·softmax(logits_r) / R` into `dz` and returns `z`.
@@ -547,4 +544,3 @@ pub fn router_z_loss(
     }
     (sum / rows) as f32
 }
-// ANCHOR_END: z_loss

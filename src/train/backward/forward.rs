@@ -197,7 +197,6 @@ impl Views {
     }
 }
 
-// ANCHOR: tape
 /// A dense MLP's (or one expert's) saved activations for its rows.
 #[derive(Debug, Default)]
 pub struct MlpTape {
@@ -226,6 +225,7 @@ pub enum FfnTape {
     },
 }
 
+// ANCHOR: tape
 /// One layer's saved activations; `N` is the batch's total positions.
 #[derive(Debug)]
 pub struct LayerTape {

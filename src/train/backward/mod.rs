@@ -209,7 +209,6 @@ pub fn logits(p: &Params, ids: &[u32]) -> Result<Vec<f32>> {
     Ok(out)
 }
 
-// ANCHOR: loss_and_grads
 /// The losses of `batch` and the gradient of `loss` with respect to every parameter,
 /// written over `grads` (which must be [`Params::zeros_like`]'s shape).
 pub fn loss_and_grads(
@@ -272,6 +271,7 @@ pub fn loss_and_grads(
                 },
             ) => {
                 moe_index -= 1;
+                // ANCHOR: moe_backward
                 let (e, k) = (c.num_experts, c.num_experts_per_tok);
                 let mut dw = vec![0.0f32; n * k];
                 for ((rs, t), m) in rows.iter().zip(experts).zip(ev) {
@@ -306,6 +306,7 @@ pub fn loss_and_grads(
                     );
                     softmax_backward(pr, &dp, &mut dz[r * e..(r + 1) * e]);
                 }
+                // ANCHOR_END: moe_backward
                 linear_backward(
                     router.data(p),
                     e,
@@ -348,7 +349,6 @@ pub fn loss_and_grads(
     }
     Ok(out)
 }
-// ANCHOR_END: loss_and_grads
 
 /// A SwiGLU MLP's backward: `dy` `[n, H]` → adds `∂/∂x` into `dx`, and its weights'
 /// gradients.

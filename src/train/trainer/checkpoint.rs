@@ -63,7 +63,6 @@ pub fn read_log(path: &Path) -> Result<Vec<StepLog>> {
         .collect()
 }
 
-// ANCHOR: checkpoint
 /// Writes the model (`config.json` + `model.safetensors`) and the optimiser state
 /// (`trainer_state.safetensors` + `trainer_state.json`) into `dir`.
 pub fn save_checkpoint(state: &TrainState, dir: &Path) -> Result<()> {
@@ -152,4 +151,3 @@ pub fn load_checkpoint(dir: &Path) -> Result<TrainState> {
     }
     Ok(state)
 }
-// ANCHOR_END: checkpoint

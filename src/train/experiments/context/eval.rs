@@ -52,6 +52,7 @@ impl Scaling {
         }
     }
 
+    // ANCHOR: rope_config
     /// The config's `RopeConfig` for head dimension `head_dim`, base
     /// `BASE_THETA` and trained length `train_len`.
     pub fn rope_config(&self, head_dim: usize, train_len: usize) -> Result<RopeConfig> {
@@ -82,6 +83,7 @@ impl Scaling {
         };
         RopeConfig::new(head_dim, theta, Some(&params), max_pos, what)
     }
+    // ANCHOR_END: rope_config
 
     /// The window lengths a position is scored from: the whole window, except for dynamic
     /// NTK, whose base depends on the length — a position in `[L, 2L)` is scored from a

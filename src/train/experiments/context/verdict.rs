@@ -18,6 +18,7 @@ pub struct Verdict {
     pub note: String,
 }
 
+// ANCHOR: rules
 /// "Fails": perplexity over positions `[2L, 8L)` at least this many times that over
 /// `[L/2, L)` (the end of the trained range) with no scaling.
 pub const FAIL_RATIO: f64 = 1.5;
@@ -46,6 +47,7 @@ pub fn direct_extrapolation(r: &ExtrapolationResults) -> Option<Verdict> {
         ),
     })
 }
+// ANCHOR_END: rules
 
 /// `train.pi_short`.
 pub fn pi_short(r: &ExtrapolationResults) -> Option<Verdict> {

@@ -115,6 +115,7 @@ pub struct Sweep {
     pub bracketed: bool,
 }
 
+// ANCHOR: bracket_sweep
 /// Runs `run_at` over `start` (ascending), then keeps adding a rate [`GRID_STEP`] beyond
 /// whichever end holds the best run, while fewer than `max_rates` have run.
 pub fn bracket_sweep(
@@ -147,6 +148,7 @@ pub fn bracket_sweep(
         tried.push((next, run_at(next)?));
     }
 }
+// ANCHOR_END: bracket_sweep
 
 pub fn run(opts: &ExperimentOptions) -> Result<String> {
     let start = std::time::Instant::now();
