@@ -23,6 +23,17 @@ pub enum Family {
     DeepseekV3,
 }
 
+/// transformers' value for a config whose `num_key_value_heads` is absent (`key_absent`)
+/// or null: Qwen3MoeConfig's default is 4, Qwen2Config's 32 when the key is absent; the
+/// other families take every query head. The engine and `anatomy params` both read it here.
+pub fn default_kv_heads(model_type: &str, key_absent: bool, heads: u64) -> u64 {
+    match model_type {
+        "qwen3_moe" => 4,
+        "qwen2" if key_absent => 32,
+        _ => heads,
+    }
+}
+
 impl Family {
     const ALL: &[(&str, Family)] = &[
         ("qwen2", Family::Qwen2),
@@ -145,7 +156,9 @@ impl ModelConfig {
             })?;
         let hidden_size = positive(&r, "hidden_size")?;
         let heads = positive(&r, "num_attention_heads")?;
-        let kv_heads = r.opt_u64("num_key_value_heads")?.unwrap_or(heads);
+        let kv_heads = r.opt_u64("num_key_value_heads")?.unwrap_or_else(|| {
+            default_kv_heads(model_type, r.raw("num_key_value_heads").is_none(), heads)
+        });
         if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
             return Err(Error::field(
                 what,

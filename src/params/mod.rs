@@ -30,7 +30,8 @@ pub mod report;
 pub mod tensors;
 
 pub use config::{
-    BUNDLED, Family, Mla, ModelConfig, Moe, PUBLISHED, QkNorm, bundled, published_json,
+    BUNDLED, Family, Mla, ModelConfig, Moe, PUBLISHED, QkNorm, bundled, default_kv_heads,
+    published_json,
 };
 pub use report::{book_snippets, group, report_file, text_report};
 pub use tensors::{ParamTensor, layer_tensors};

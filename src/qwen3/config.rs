@@ -143,15 +143,14 @@ impl Qwen3Config {
         let num_hidden_layers = req_usize(&f, "num_hidden_layers")?;
         let num_attention_heads = req_usize(&f, "num_attention_heads")?;
         let vocab_size = req_usize(&f, "vocab_size")?;
-        // Qwen3MoeConfig defaults to 4 KV heads, Qwen3Config to all heads; Qwen2Config to 32
-        // when the key is absent and to all heads when it is `null`.
-        let num_key_value_heads = f.opt_usize("num_key_value_heads")?.unwrap_or(if moe {
-            4
-        } else if qwen2 && f.raw("num_key_value_heads").is_none() {
-            32
-        } else {
-            num_attention_heads
-        });
+        let num_key_value_heads = match f.opt_usize("num_key_value_heads")? {
+            Some(n) => n,
+            None => crate::params::default_kv_heads(
+                &model_type,
+                f.raw("num_key_value_heads").is_none(),
+                num_attention_heads as u64,
+            ) as usize,
+        };
         if num_key_value_heads == 0 || !num_attention_heads.is_multiple_of(num_key_value_heads) {
             return Err(Error::field(
                 what,

@@ -391,8 +391,8 @@ fn three_answers_for_every_fixture_config() {
 #[test]
 fn sliding_window_only_when_switched_on() {
     let base = json!({"model_type": "qwen2", "vocab_size": 100, "hidden_size": 64,
-        "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
-        "max_position_embeddings": 32768, "sliding_window": 4096});
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
+        "intermediate_size": 128, "max_position_embeddings": 32768, "sliding_window": 4096});
     let mut off = base.clone();
     off["use_sliding_window"] = json!(false);
     let off = params::report::architecture(&off, "qwen2").unwrap();
@@ -459,4 +459,33 @@ fn cli_params_adds_the_three_answers_and_keeps_every_line() {
         );
         assert_eq!(v["architecture"], serde_json::to_value(&a).unwrap());
     }
+}
+
+/// The engine's config reader and `anatomy params` agree on the KV heads of every shipped
+/// config, as published and with `num_key_value_heads` removed (each family's default):
+/// a Qwen3-MoE config without the key has 4 KV heads, so 48 layers × 2 × 4 × 128 × 2 bytes
+/// = 98,304 bytes of bf16 KV cache per token.
+#[test]
+fn engine_and_params_agree_on_defaulted_kv_heads() {
+    use llm_anatomy::qwen3::Qwen3Config;
+    for (name, text) in llm_anatomy::params::BUNDLED {
+        let published: serde_json::Value = serde_json::from_str(text).unwrap();
+        let mut removed = published.clone();
+        removed.as_object_mut().unwrap().remove("num_key_value_heads");
+        for v in [&published, &removed] {
+            let params = llm_anatomy::params::ModelConfig::from_json(v, name).unwrap();
+            if let Ok(engine) = Qwen3Config::from_json(v, name) {
+                assert_eq!(
+                    params.num_key_value_heads as usize, engine.num_key_value_heads,
+                    "{name}"
+                );
+            }
+        }
+    }
+    let mut a3b: serde_json::Value =
+        serde_json::from_str(include_str!("../../data/configs/qwen3-30b-a3b.json")).unwrap();
+    a3b.as_object_mut().unwrap().remove("num_key_value_heads");
+    let c = llm_anatomy::params::ModelConfig::from_json(&a3b, "a3b").unwrap();
+    assert_eq!(c.num_key_value_heads, 4);
+    assert_eq!(llm_anatomy::params::count(&c).kv_cache_bytes_per_token_bf16, 98_304);
 }
