@@ -103,6 +103,7 @@ pub fn architecture(v: &Value, what: &str) -> Result<Architecture> {
         ),
         RopeScaling::Proportional { factor } => ("proportional", Some(*factor), None),
     };
+    // ANCHOR_END: architecture
     // Qwen2/Qwen3 configs carry a `sliding_window` that is off unless `use_sliding_window`
     // (default false); Mistral-style configs switch it on by giving it a value.
     let window = v.get("sliding_window").and_then(Value::as_u64);
@@ -150,8 +151,6 @@ pub fn architecture(v: &Value, what: &str) -> Result<Architecture> {
         answers,
     })
 }
-
-// ANCHOR_END: architecture
 
 fn position_line(p: &PositionAnswer) -> String {
     let dims = if p.rotary_dims == p.qk_head_dim {
