@@ -1,8 +1,7 @@
 //! Chapter 3's figures (source S0 5.2): wavelength per plane under PI, NTK-aware and YaRN,
 //! and YaRN's ramp between the bands.
 
-use super::line_key;
-use super::{Area, BASE, D, DrawResult, draw_legend};
+use super::{Area, BASE, D, DrawResult, TITLE, draw_legend, line_key, mesh, plot};
 use crate::long_context::scaling::{self, RopeConfig, RopeScaling};
 use crate::position::rope;
 use plotters::prelude::*;
@@ -26,17 +25,14 @@ pub(super) fn scaling_wavelengths(root: &Area) -> DrawResult {
     let pi: Vec<f64> = original.iter().map(|f| f / s).collect();
     let ntk = rope::inv_freq(D, scaling::ntk_base(BASE, s, D));
     let yarn = qwen3_yarn().init(None)?.inv_freq;
-    let mut chart = ChartBuilder::on(root)
-        .caption(
-            "Wavelength per plane, ×8 extension from 4096 (d = 128, base 10000)",
-            ("sans-serif", 20),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0f64..63.0, (1f64..1e6).log_scale())?;
-    chart
-        .configure_mesh()
+    let mut chart = plot(
+        root,
+        "Wavelength per plane, ×8 extension from 4096 (d = 128, base 10 000)",
+        TITLE,
+    )
+    .y_label_area_size(super::px(72.0))
+    .build_cartesian_2d(0f64..63.0, (1f64..1e6).log_scale())?;
+    mesh(&mut chart)
         .x_desc("plane i")
         .y_desc("wavelength 2π/θ_i (tokens)")
         .draw()?;
@@ -78,17 +74,13 @@ pub(super) fn yarn_ramp(root: &Area) -> DrawResult {
         return Err("not YaRN".into());
     };
     let ramp = scaling::yarn_ramp(y, cfg.theta, D);
-    let mut chart = ChartBuilder::on(root)
-        .caption(
-            "YaRN ramp: 0 = keep the original speed, 1 = interpolate by s",
-            ("sans-serif", 20),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d(0f64..63.0, -0.05f64..1.05)?;
-    chart
-        .configure_mesh()
+    let mut chart = plot(
+        root,
+        "YaRN ramp: 0 = keep the original speed, 1 = interpolate by s",
+        TITLE,
+    )
+    .build_cartesian_2d(0f64..63.0, -0.05f64..1.05)?;
+    mesh(&mut chart)
         .x_desc("plane i")
         .y_desc("ramp r_i")
         .draw()?;
@@ -97,7 +89,7 @@ pub(super) fn yarn_ramp(root: &Area) -> DrawResult {
             ramp.iter().enumerate().map(|(i, r)| (i as f64, *r)),
             RED.stroke_width(2),
         ))?
-        .label("d = 128, base 10000, original 4096, β_fast 32, β_slow 1")
+        .label("d = 128, base 10 000, original 4096, β_fast 32, β_slow 1")
         .legend(line_key(RED.stroke_width(2)));
     chart.draw_series(
         ramp.iter()

@@ -1,8 +1,8 @@
 //! Chapter 7's figures (source S0 5.6): what Newton–Schulz does to a singular value, and
 //! the measured Muon / Adam / SGD demo (loss curves and learning-rate sweeps).
 
-use super::line_key;
-use super::{Area, DrawResult, draw_legend};
+use super::{Area, DrawResult, Key, PANEL, TITLE, draw_legend, font, legend_on_top, plot};
+use super::{line_key, mesh, px};
 use plotters::prelude::*;
 
 /// What Newton–Schulz does to one singular value: the quintic p applied 1…5 times to
@@ -10,23 +10,6 @@ use plotters::prelude::*;
 pub(super) fn newton_schulz_map(root: &Area) -> DrawResult {
     use crate::optim::muon::{NS_COEFFICIENTS, ns_polynomial};
     root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(root)
-        .caption(
-            "Newton–Schulz on one singular value: p(x) = 3.4445x − 4.7750x³ + 2.0315x⁵, iterated",
-            ("sans-serif", 18),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d((1e-3f64..1.0).log_scale(), 0f64..1.35)?;
-    chart
-        .configure_mesh()
-        .x_desc("normalised singular value x = σ / ‖G‖_F (log scale)")
-        .y_desc("after k steps")
-        .draw()?;
-    let xs: Vec<f64> = (0..=400)
-        .map(|i| 10f64.powf(-3.0 + 3.0 * i as f64 / 400.0))
-        .collect();
     let colors = [
         RGBColor(200, 200, 240),
         RGBColor(150, 150, 230),
@@ -34,6 +17,33 @@ pub(super) fn newton_schulz_map(root: &Area) -> DrawResult {
         RGBColor(50, 50, 200),
         RED,
     ];
+    let width = |k: usize| if k == 5 { 3 } else { 2 };
+    let grey = RGBColor(128, 128, 128);
+    let mut keys: Vec<(Key, String)> = (1..=5)
+        .zip(colors)
+        .map(|(k, c)| {
+            let steps = format!("{k} step{}", if k == 1 { "" } else { "s" });
+            (Key::Line(c, width(k)), steps)
+        })
+        .collect();
+    keys.push((
+        Key::Line(grey, 1),
+        "exact polar factor UVᵀ (every σ → 1)".to_string(),
+    ));
+    let root = root.titled(
+        "Newton–Schulz on one singular value: p(x) = 3.4445x − 4.7750x³ + 2.0315x⁵, iterated",
+        font(TITLE),
+    )?;
+    let root = legend_on_top(&root, &keys)?;
+    let mut chart =
+        plot(&root, "", TITLE).build_cartesian_2d((1e-3f64..1.0).log_scale(), 0f64..1.35)?;
+    mesh(&mut chart)
+        .x_desc("normalised singular value x = σ / ‖G‖_F (log scale)")
+        .y_desc("after k steps")
+        .draw()?;
+    let xs: Vec<f64> = (0..=400)
+        .map(|i| 10f64.powf(-3.0 + 3.0 * i as f64 / 400.0))
+        .collect();
     for (k, color) in (1..=5).zip(colors) {
         let points = xs.iter().map(|&x| {
             let mut y = x;
@@ -42,17 +52,9 @@ pub(super) fn newton_schulz_map(root: &Area) -> DrawResult {
             }
             (x, y)
         });
-        let width = if k == 5 { 3 } else { 2 };
-        chart
-            .draw_series(LineSeries::new(points, color.stroke_width(width)))?
-            .label(format!("{k} step{}", if k == 1 { "" } else { "s" }))
-            .legend(line_key(color.stroke_width(width)));
+        chart.draw_series(LineSeries::new(points, color.stroke_width(width(k))))?;
     }
-    chart
-        .draw_series(LineSeries::new([(1e-3, 1.0), (1.0, 1.0)], BLACK.mix(0.5)))?
-        .label("exact polar factor UVᵀ (every σ → 1)")
-        .legend(line_key(BLACK.mix(0.5)));
-    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+    chart.draw_series(LineSeries::new([(1e-3, 1.0), (1.0, 1.0)], grey))?;
     Ok(())
 }
 
@@ -71,23 +73,17 @@ pub(super) fn muon_demo(root: &Area) -> DrawResult {
     let (left, right) = root.split_horizontally(root.dim_in_pixel().0 / 2);
     for (area, run) in [(&left, long), (&right, short)] {
         let steps = run.config.eval_steps();
-        let mut chart = ChartBuilder::on(area)
-            .caption(
-                format!(
-                    "{} steps: {} ends lowest",
-                    run.config.steps,
-                    run.winner().kind.name()
-                ),
-                ("sans-serif", 18),
-            )
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0f64..run.config.steps as f64, (5e-3f64..5.0).log_scale())?;
-        chart
-            .configure_mesh()
+        let caption = format!(
+            "{} steps: {} ends lowest",
+            run.config.steps,
+            run.winner().kind.name()
+        );
+        let mut chart = plot(area, &caption, PANEL)
+            .y_label_area_size(px(54.0))
+            // Up to 20: the decade above the curves holds the key.
+            .build_cartesian_2d(0f64..run.config.steps as f64, (5e-3f64..20.0).log_scale())?;
+        mesh(&mut chart)
             .x_desc("step")
-            .x_label_formatter(&|x| format!("{x:.0}"))
             .y_desc("held-out MSE (mean of 3 seeds)")
             .draw()?;
         for (s, color) in run.sweeps.iter().zip(OPT_COLORS) {
@@ -118,17 +114,28 @@ pub(super) fn muon_sweep(root: &Area) -> DrawResult {
     use crate::optim::demo;
     root.fill(&WHITE)?;
     let (long, short) = demo::book_runs();
-    let mut chart = ChartBuilder::on(root)
-        .caption(
-            "Learning-rate sweeps: final held-out MSE (solid 1 000 steps, dashed 300)",
-            ("sans-serif", 18),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d((1e-3f64..10.0).log_scale(), (5e-3f64..5.0).log_scale())?;
-    chart
-        .configure_mesh()
+    let root = root.titled(
+        "Learning-rate sweeps: final held-out MSE after 1 000 and 300 steps",
+        font(TITLE),
+    )?;
+    let mut keys: Vec<(Key, String)> = long
+        .sweeps
+        .iter()
+        .zip(OPT_COLORS)
+        .map(|(s, c)| (Key::Line(c, 2), s.kind.name().to_string()))
+        .collect();
+    keys.push((Key::Line(BLACK, 2), "1 000 steps".to_string()));
+    keys.push((Key::Dashed(BLACK, 2), "300 steps".to_string()));
+    let root = legend_on_top(&root, &keys)?;
+    let mut chart = plot(&root, "", TITLE)
+        .y_label_area_size(px(54.0))
+        .build_cartesian_2d(
+            (1e-3f64..10.0)
+                .log_scale()
+                .with_key_points(vec![1e-3, 1e-2, 0.1, 1.0, 10.0]),
+            (5e-3f64..5.0).log_scale(),
+        )?;
+    mesh(&mut chart)
         .x_desc("learning rate (log scale)")
         .y_desc("final held-out MSE")
         .draw()?;
@@ -150,14 +157,10 @@ pub(super) fn muon_sweep(root: &Area) -> DrawResult {
                     color.stroke_width(2),
                 ))?;
             } else {
-                chart
-                    .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
-                    .label(s.kind.name())
-                    .legend(line_key(color.stroke_width(2)));
+                chart.draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?;
             }
             chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
         }
     }
-    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     Ok(())
 }

@@ -1,8 +1,9 @@
 //! Chapter 6's figure (source S0 5.5.2): where the parameters of Qwen3-30B-A3B and
 //! Qwen3-32B are, total against active.
 
-use super::{Area, DrawResult};
+use super::{Area, DrawResult, LABEL, TICK, TITLE, draw_legend, font, mesh, plot};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// Shares of embedding / attention / FFN-or-MoE / norms in Qwen3-30B-A3B (total and
 /// active) and Qwen3-32B, as stacked horizontal bars.
@@ -36,17 +37,10 @@ pub(super) fn param_shares(root: &Area) -> DrawResult {
         ("FFN / MoE", RGBColor(0, 158, 115)),
         ("RMSNorm", RGBColor(204, 121, 167)),
     ];
-    let mut chart = ChartBuilder::on(root)
-        .caption(
-            "Where the parameters are: total vs active",
-            ("sans-serif", 22),
-        )
-        .margin(12)
-        .x_label_area_size(40)
+    let mut chart = plot(root, "Where the parameters are: total vs active", TITLE)
         .y_label_area_size(10)
         .build_cartesian_2d(0f64..100.0, -1.2f64..3.0)?;
-    chart
-        .configure_mesh()
+    mesh(&mut chart)
         .disable_y_mesh()
         .disable_y_axis()
         .x_desc("share of the parameter count (%)")
@@ -82,7 +76,7 @@ pub(super) fn param_shares(root: &Area) -> DrawResult {
         chart.draw_series(std::iter::once(Text::new(
             title,
             (0.5, y + 0.93),
-            ("sans-serif", 15),
+            font(LABEL),
         )))?;
         let values = [s.embedding, s.attention, s.ffn];
         let mut start = 0u64;
@@ -93,17 +87,14 @@ pub(super) fn param_shares(root: &Area) -> DrawResult {
             if share >= 4.0 {
                 chart.draw_series(std::iter::once(Text::new(
                     format!("{share:.1}%"),
-                    ((mid - 2.5).max(0.3), y + 0.47),
-                    ("sans-serif", 14).into_font().color(&WHITE),
+                    (mid, y + 0.4),
+                    font(TICK)
+                        .color(&WHITE)
+                        .pos(Pos::new(HPos::Center, VPos::Center)),
                 )))?;
             }
         }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()?;
-    Ok(())
+    // The rows leave the band below zero empty for the key.
+    draw_legend(&mut chart, SeriesLabelPosition::LowerRight)
 }

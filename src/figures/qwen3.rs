@@ -2,8 +2,9 @@
 //! Qwen3-MoE (toy grammar) and in the model this crate trained on the real corpus
 //! (`s1.exercise3`).
 
-use super::{Area, DrawResult};
+use super::{Area, DrawResult, PANEL, TICK, TITLE, font, mesh_fonts, plot, px};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// Chapter 9: which experts each word class goes to in the bundled tiny Qwen3-MoE (trained
 /// on a toy grammar), one heatmap per MoE layer; cells give the share of the class's
@@ -17,6 +18,7 @@ pub(super) fn qwen3_word_experts(root: &Area) -> DrawResult {
         root,
         "Bundled tiny Qwen3-MoE: share of each word class's expert slots (%), held-out toy-grammar text",
         &r,
+        (1, 2),
     )
 }
 
@@ -38,37 +40,35 @@ pub(super) fn trained_word_experts(root: &Area) -> DrawResult {
         root,
         "Model trained here (data/anatomy-moe): share of each word class's expert slots (%), a held-out document",
         &r,
+        (2, 2),
     )
 }
 
-/// One heatmap per MoE layer of a word-class routing table, under a title.
-fn draw_word_experts(root: &Area, heading: &str, r: &crate::qwen3::ClassRouting) -> DrawResult {
+/// One heatmap per MoE layer of a word-class routing table, under a title, in a grid of
+/// `(rows, columns)` panels.
+fn draw_word_experts(
+    root: &Area,
+    heading: &str,
+    r: &crate::qwen3::ClassRouting,
+    grid: (usize, usize),
+) -> DrawResult {
     root.fill(&WHITE)?;
-    let (title, body) = root.split_vertically(40);
-    title.titled(heading, ("sans-serif", 18))?;
-    let panels = body.split_evenly((1, r.layers.len()));
+    let body = root.titled(heading, font(TITLE))?;
+    let panels = body.split_evenly(grid);
     let classes = r.classes.clone();
     for (panel, (layer, shares)) in panels.iter().zip(&r.layers) {
         let experts = shares.first().map_or(0, Vec::len);
         let names = classes.clone();
-        let mut chart = ChartBuilder::on(panel)
-            .caption(
-                format!("layer {layer} (colour: 0 → 50%)"),
-                ("sans-serif", 16),
-            )
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(100)
+        let mut chart = plot(panel, &format!("layer {layer} (colour: 0 → 50%)"), PANEL)
+            .y_label_area_size(px(84.0))
             // A segmented range a..b has b − a + 1 cells.
             .build_cartesian_2d(
                 (0..experts - 1).into_segmented(),
                 (0..classes.len() - 1).into_segmented(),
             )?;
-        chart
-            .configure_mesh()
+        mesh_fonts(&mut chart)
             .disable_mesh()
             .x_desc("expert")
-            .y_desc("word class")
             .x_labels(experts)
             .y_labels(classes.len())
             .x_label_formatter(&|e| match e {
@@ -97,11 +97,9 @@ fn draw_word_experts(root: &Area, heading: &str, r: &crate::qwen3::ClassRouting)
                 .enumerate()
                 .filter(|(_, x)| **x > 0.0)
                 .map(move |(e, &x)| {
-                    let style = TextStyle::from(("sans-serif", 13)).color(if x > 0.3 {
-                        &BLACK
-                    } else {
-                        &WHITE
-                    });
+                    let style = TextStyle::from(font(TICK))
+                        .color(if x > 0.3 { &BLACK } else { &WHITE })
+                        .pos(Pos::new(HPos::Center, VPos::Center));
                     Text::new(
                         format!("{:.0}", 100.0 * x),
                         (SegmentValue::CenterOf(e), SegmentValue::CenterOf(c)),

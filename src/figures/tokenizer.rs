@@ -1,8 +1,8 @@
 //! Chapter 4's figures (source S0 5.3): embedding norms of the synthetic checkpoint (glitch
 //! tokens) and token lengths in Qwen's vocabulary.
 
-use super::line_key;
-use super::{Area, DrawResult, draw_legend};
+use super::{Area, DrawResult, Key, TITLE, draw_legend, font, legend_on_top, line_key, plot};
+use super::{mesh, px, tick};
 use plotters::prelude::*;
 
 /// Source 5.3.4 on the synthetic checkpoint: L2 norms of the embedding rows, log y; the
@@ -33,17 +33,13 @@ pub(super) fn tok_embedding_norms(root: &Area) -> DrawResult {
     };
     let (trained, untrained) = (split(true), split(false));
     let top = trained.iter().chain(&untrained).copied().max().unwrap_or(1) as f64;
-    let mut chart = ChartBuilder::on(root)
-        .caption(
-            "Embedding L2 norms, synthetic checkpoint (log y)",
-            ("sans-serif", 22),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0f64..hi, (0.8f64..top * 2.0).log_scale())?;
-    chart
-        .configure_mesh()
+    let mut chart = plot(
+        root,
+        "Embedding L2 norms, synthetic checkpoint (log y)",
+        TITLE,
+    )
+    .build_cartesian_2d(0f64..hi, (0.8f64..top * 2.0).log_scale())?;
+    mesh(&mut chart)
         .x_desc("L2 norm of the embedding row")
         .y_desc("rows")
         .draw()?;
@@ -94,17 +90,14 @@ pub(super) fn tok_vocab_lengths(root: &Area) -> DrawResult {
         bytes[b.len().min(max_len)] += 1;
     }
     let top = chars.iter().chain(&bytes).copied().max().unwrap_or(1) as f64;
-    let mut chart = ChartBuilder::on(root)
-        .caption(
-            "Token lengths in Qwen's vocabulary (151,643 ranks; log y; ≥ 80 pooled)",
-            ("sans-serif", 20),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0f64..(max_len + 1) as f64, (0.8f64..top * 2.0).log_scale())?;
-    chart
-        .configure_mesh()
+    let mut chart = plot(
+        root,
+        "Token lengths in Qwen's vocabulary (151,643 ranks; log y; ≥ 80 pooled)",
+        TITLE,
+    )
+    .y_label_area_size(px(56.0))
+    .build_cartesian_2d(0f64..(max_len + 1) as f64, (0.8f64..top * 2.0).log_scale())?;
+    mesh(&mut chart)
         .x_desc("length of the token")
         .y_desc("tokens")
         .draw()?;
@@ -179,45 +172,49 @@ pub(super) fn tok_bos_sink(root: &Area) -> DrawResult {
         .copied()
         .fold(4.0 * uniform, f64::max)
         * 1.15;
-    let mut chart = ChartBuilder::on(root)
-        .caption(
-            "attention on the first position, per layer and head (bundled model)",
-            ("sans-serif", 17),
-        )
-        .margin(12)
-        .x_label_area_size(36)
-        .y_label_area_size(56)
-        .build_cartesian_2d(-0.5f64..n_layers - 0.5, 0f64..top.max(0.01))?;
-    chart
-        .configure_mesh()
+    let (grey, red) = (RGBColor(120, 120, 120), RGBColor(200, 30, 60));
+    let root = root.titled(
+        "attention on the first position, per layer and head (bundled model)",
+        font(TITLE),
+    )?;
+    let root = legend_on_top(
+        &root,
+        &[
+            (Key::Fill(BLUE_BAR), "one head's mean attention".to_string()),
+            (
+                Key::Line(grey, 2),
+                "equal attention over the prefix".to_string(),
+            ),
+            (
+                Key::Dashed(red, 2),
+                "4× that: the claim's sink rule".to_string(),
+            ),
+        ],
+    )?;
+    let mut chart =
+        plot(&root, "", TITLE).build_cartesian_2d(-0.5f64..n_layers - 0.5, 0f64..top.max(0.01))?;
+    mesh(&mut chart)
         .disable_x_mesh()
         .x_desc("layer (one bar per head)")
         .y_desc("mean attention probability")
         .x_labels(layers.len().max(1))
-        .x_label_formatter(&|x| format!("layer {x:.0}"))
+        .x_label_formatter(&|x| format!("layer {}", tick(x)))
         .draw()?;
-    let blue = RGBColor(30, 100, 200);
     for (l, hs) in layers.iter().enumerate() {
         chart.draw_series(hs.iter().enumerate().map(|(h, &v)| {
             let x = l as f64 - 0.4 + h as f64 * width;
-            Rectangle::new([(x, 0.0), (x + 0.85 * width, v)], blue.filled())
+            Rectangle::new([(x, 0.0), (x + 0.85 * width, v)], BLUE_BAR.filled())
         }))?;
     }
     let span = vec![(-0.5, uniform), (n_layers - 0.5, uniform)];
-    let grey = RGBColor(120, 120, 120).stroke_width(2);
-    chart
-        .draw_series(LineSeries::new(span.clone(), grey))?
-        .label("equal attention over the prefix")
-        .legend(line_key(grey));
-    let red = RGBColor(200, 30, 60).stroke_width(2);
-    chart
-        .draw_series(DashedLineSeries::new(
-            span.iter().map(|&(x, y)| (x, 4.0 * y)),
-            6,
-            4,
-            red,
-        ))?
-        .label("4× that: the claim's sink rule")
-        .legend(line_key(red));
-    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)
+    chart.draw_series(LineSeries::new(span.clone(), grey.stroke_width(2)))?;
+    chart.draw_series(DashedLineSeries::new(
+        span.iter().map(|&(x, y)| (x, 4.0 * y)),
+        6,
+        4,
+        red.stroke_width(2),
+    ))?;
+    Ok(())
 }
+
+const BLUE_BAR: RGBColor = RGBColor(30, 100, 200);

@@ -2,7 +2,7 @@
 //! training and held-out loss against the unigram baseline of the same corpus, and how
 //! unevenly each MoE layer's router spread its picks.
 
-use super::{Area, DrawResult, draw_legend, line_key};
+use super::{Area, DrawResult, Key, PANEL, TITLE, font, legend_on_top, mesh, plot};
 use crate::train::data::load_corpus;
 use crate::train::trainer::{read_log, unigram_loss};
 use plotters::prelude::*;
@@ -34,83 +34,72 @@ pub(super) fn train_curves(root: &Area) -> DrawResult {
     let (left, right) = root.split_horizontally(root.dim_in_pixel().0 / 2);
 
     let top = log.iter().map(|l| l.loss as f64).fold(unigram, f64::max) + 0.5;
-    let mut chart = ChartBuilder::on(&left)
-        .caption("loss (nats per token)", ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d(0f64..steps, 4f64..top)?;
-    chart
-        .configure_mesh()
-        .x_desc("step")
-        .x_label_formatter(&|x| format!("{x:.0}"))
-        .draw()?;
-    let grey = RGBColor(120, 120, 120);
-    chart
-        .draw_series(LineSeries::new(
-            log.iter().map(|l| (l.step as f64, l.loss as f64)),
-            grey.stroke_width(1),
-        ))?
-        .label("training batch")
-        .legend(line_key(grey.stroke_width(1)));
     let heldout: Vec<(f64, f64)> = log
         .iter()
         .filter_map(|l| l.heldout_loss.map(|h| (l.step as f64, h as f64)))
         .collect();
-    let blue = LAYER_COLORS[0];
-    chart
-        .draw_series(LineSeries::new(
-            heldout.iter().copied(),
-            blue.stroke_width(2),
-        ))?
-        .label(format!(
-            "held out (last {:.2})",
-            heldout.last().map_or(f64::NAN, |h| h.1)
-        ))
-        .legend(line_key(blue.stroke_width(2)));
+    let (grey, blue, red) = (RGBColor(120, 120, 120), LAYER_COLORS[0], LAYER_COLORS[3]);
+    let left = left.titled("loss (nats per token)", font(PANEL))?;
+    let left = legend_on_top(
+        &left,
+        &[
+            (Key::Line(grey, 1), "training batch".to_string()),
+            (
+                Key::Line(blue, 2),
+                format!(
+                    "held out (last {:.2})",
+                    heldout.last().map_or(f64::NAN, |h| h.1)
+                ),
+            ),
+            (
+                Key::Dashed(red, 2),
+                format!("unigram baseline {unigram:.2}"),
+            ),
+        ],
+    )?;
+    let mut chart = plot(&left, "", TITLE).build_cartesian_2d(0f64..steps, 4f64..top)?;
+    mesh(&mut chart).x_desc("step").draw()?;
+    chart.draw_series(LineSeries::new(
+        log.iter().map(|l| (l.step as f64, l.loss as f64)),
+        grey.stroke_width(1),
+    ))?;
+    chart.draw_series(LineSeries::new(
+        heldout.iter().copied(),
+        blue.stroke_width(2),
+    ))?;
     chart.draw_series(heldout.iter().map(|&p| Circle::new(p, 3, blue.filled())))?;
-    let red = LAYER_COLORS[3];
-    chart
-        .draw_series(DashedLineSeries::new(
-            [(0.0, unigram), (steps, unigram)],
-            6,
-            4,
-            red.stroke_width(2),
-        ))?
-        .label(format!("unigram baseline {unigram:.2}"))
-        .legend(line_key(red.stroke_width(2)));
-    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+    chart.draw_series(DashedLineSeries::new(
+        [(0.0, unigram), (steps, unigram)],
+        6,
+        4,
+        red.stroke_width(2),
+    ))?;
 
     let layers = log.first().map_or(0, |l| l.max_load_ratio.len());
     let peak = log
         .iter()
         .flat_map(|l| l.max_load_ratio.iter().map(|&r| r as f64))
         .fold(1.0, f64::max);
-    let mut chart = ChartBuilder::on(&right)
-        .caption("busiest expert ÷ mean load", ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d(0f64..steps, 0.8f64..peak + 0.2)?;
-    chart
-        .configure_mesh()
-        .x_desc("step")
-        .x_label_formatter(&|x| format!("{x:.0}"))
-        .draw()?;
+    let right = right.titled("busiest expert ÷ mean load", font(PANEL))?;
+    let keys: Vec<(Key, String)> = (0..layers)
+        .map(|layer| {
+            let color = LAYER_COLORS[layer % LAYER_COLORS.len()];
+            (Key::Line(color, 2), format!("layer {layer}"))
+        })
+        .collect();
+    let right = legend_on_top(&right, &keys)?;
+    let mut chart = plot(&right, "", TITLE).build_cartesian_2d(0f64..steps, 0.8f64..peak + 0.2)?;
+    mesh(&mut chart).x_desc("step").draw()?;
     for layer in 0..layers {
         let color = LAYER_COLORS[layer % LAYER_COLORS.len()];
-        chart
-            .draw_series(LineSeries::new(
-                log.iter().filter_map(|l| {
-                    l.max_load_ratio
-                        .get(layer)
-                        .map(|&r| (l.step as f64, r as f64))
-                }),
-                color.stroke_width(1),
-            ))?
-            .label(format!("layer {layer}"))
-            .legend(line_key(color.stroke_width(2)));
+        chart.draw_series(LineSeries::new(
+            log.iter().filter_map(|l| {
+                l.max_load_ratio
+                    .get(layer)
+                    .map(|&r| (l.step as f64, r as f64))
+            }),
+            color.stroke_width(1),
+        ))?;
     }
-    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     Ok(())
 }

@@ -1,7 +1,9 @@
 //! Chapter 13 figures (dynamics): one per experiment, drawn from the results recorded in
 //! `data/train/experiments/<id>/` (a note in the frame until they are recorded).
 
-use super::{Area, DrawResult, draw_legend, line_key};
+use super::{
+    Area, DrawResult, Key, PANEL, TITLE, draw_legend, font, legend_on_top, line_key, mesh, plot, px,
+};
 use crate::train::experiments::dynamics::{
     RunRecord, collapse, glitch, max_logit, muon, read_results,
 };
@@ -29,7 +31,7 @@ fn recorded_or_note<T: for<'de> serde::Deserialize<'de>>(
             root.draw(&Text::new(
                 format!("{id}: not recorded yet — anatomy experiments {id} --record"),
                 (20, h as i32 / 2),
-                ("sans-serif", 18).into_font(),
+                font(PANEL),
             ))?;
             Ok(None)
         }
@@ -47,20 +49,41 @@ pub(super) fn train_collapse(root: &Area) -> DrawResult {
         return Ok(());
     };
     let steps = steps_of(&r.runs);
-    let panels = root.split_evenly((1, r.runs.len().max(1)));
-    for (run, panel) in r.runs.iter().zip(&panels) {
-        let mut chart = ChartBuilder::on(panel)
-            .caption(&run.name, ("sans-serif", 17))
-            .margin(10)
-            .x_label_area_size(36)
-            .y_label_area_size(44)
+    let layers = r
+        .runs
+        .iter()
+        .filter_map(|run| run.log.first().map(|s| s.expert_counts.len()))
+        .max()
+        .unwrap_or(0);
+    let mut keys: Vec<(Key, String)> = (0..layers)
+        .map(|l| (Key::Line(COLORS[l % COLORS.len()], 2), format!("layer {l}")))
+        .collect();
+    keys.push((Key::Dashed(BLACK, 1), "collapse (3×)".to_string()));
+    keys.push((Key::Dashed(GREY, 1), "even (≤ 2×)".to_string()));
+    let body = legend_on_top(root, &keys)?;
+    // The first panel is wider by the axis description the others leave out.
+    let n = r.runs.len().max(1) as i32;
+    let extra = px(22.0);
+    let w = body.dim_in_pixel().0 as i32;
+    let mut panels = Vec::new();
+    let mut rest = body;
+    for k in 0..n - 1 {
+        let cut = (w - extra) / n + if k == 0 { extra } else { 0 };
+        let (panel, next) = rest.split_horizontally(cut);
+        panels.push(panel);
+        rest = next;
+    }
+    panels.push(rest);
+    for (k, (run, panel)) in r.runs.iter().zip(&panels).enumerate() {
+        let mut chart = plot(panel, &run.name, PANEL)
+            .y_label_area_size(px(if k == 0 { 48.0 } else { 26.0 }))
             .build_cartesian_2d(0f64..steps, 0.8f64..4.1)?;
-        chart
-            .configure_mesh()
-            .x_desc("step")
-            .y_desc("busiest expert ÷ mean load")
-            .x_label_formatter(&|x| format!("{x:.0}"))
-            .draw()?;
+        let mut m = mesh(&mut chart);
+        m.x_labels(6).x_desc("step");
+        if k == 0 {
+            m.y_desc("busiest expert ÷ mean load");
+        }
+        m.draw()?;
         let layers = run.log.first().map_or(0, |s| s.expert_counts.len());
         for layer in 0..layers {
             let color = COLORS[layer % COLORS.len()];
@@ -68,26 +91,19 @@ pub(super) fn train_collapse(root: &Area) -> DrawResult {
                 let loads = collapse::layer_loads(&s.expert_counts);
                 loads.get(layer).map(|l| (s.step as f64, l.max_ratio))
             });
-            chart
-                .draw_series(LineSeries::new(points, color.stroke_width(2)))?
-                .label(format!("layer {layer}"))
-                .legend(line_key(color.stroke_width(2)));
+            chart.draw_series(LineSeries::new(points, color.stroke_width(2)))?;
         }
-        for (y, what) in [
-            (collapse::COLLAPSE_RATIO, "collapse (3×)"),
-            (collapse::EVEN_RATIO, "even (≤ 2×)"),
+        for (y, color) in [
+            (collapse::COLLAPSE_RATIO, BLACK),
+            (collapse::EVEN_RATIO, GREY),
         ] {
-            chart
-                .draw_series(DashedLineSeries::new(
-                    [(0.0, y), (steps, y)],
-                    6,
-                    4,
-                    GREY.stroke_width(1),
-                ))?
-                .label(what)
-                .legend(line_key(GREY.stroke_width(1)));
+            chart.draw_series(DashedLineSeries::new(
+                [(0.0, y), (steps, y)],
+                6,
+                4,
+                color.stroke_width(1),
+            ))?;
         }
-        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     }
     Ok(())
 }
@@ -98,7 +114,15 @@ pub(super) fn train_muon(root: &Area) -> DrawResult {
     let Some(r) = recorded_or_note::<muon::MuonResults>(root, muon::ID)? else {
         return Ok(());
     };
-    let (left, right) = root.split_horizontally(root.dim_in_pixel().0 * 2 / 5);
+    let (adamw, muon_color) = (COLORS[0], COLORS[3]);
+    let body = legend_on_top(
+        root,
+        &[
+            (Key::Line(adamw, 2), "AdamW alone".to_string()),
+            (Key::Line(muon_color, 2), "Muon + AdamW".to_string()),
+        ],
+    )?;
+    let (left, right) = body.split_horizontally(body.dim_in_pixel().0 * 2 / 5);
     let heldout = |run: &RunRecord| -> Vec<(f64, f64)> {
         run.log
             .iter()
@@ -114,7 +138,6 @@ pub(super) fn train_muon(root: &Area) -> DrawResult {
         .collect();
     let lo = all.iter().copied().fold(f64::INFINITY, f64::min) - 0.1;
     let hi = all.iter().copied().fold(f64::NEG_INFINITY, f64::max) + 0.1;
-    let (lr_lo, lr_hi) = (muon::LRS[0] / 1.5, muon::LRS[muon::LRS.len() - 1] * 1.5);
     let sweep_last = |m: bool| -> Vec<(f64, f64)> {
         r.sweep
             .iter()
@@ -130,79 +153,59 @@ pub(super) fn train_muon(root: &Area) -> DrawResult {
             .filter(|p| p.1.is_finite())
             .collect()
     };
-    let sweep_lo = [false, true]
+    let swept: Vec<(f64, f64)> = [false, true].iter().flat_map(|&m| sweep_last(m)).collect();
+    let (sweep_lo, sweep_hi) = swept
         .iter()
-        .flat_map(|&m| sweep_last(m).into_iter().map(|p| p.1))
-        .fold(f64::INFINITY, f64::min);
-    let sweep_hi = [false, true]
-        .iter()
-        .flat_map(|&m| sweep_last(m).into_iter().map(|p| p.1))
-        .fold(f64::NEG_INFINITY, f64::max);
-    let mut chart = ChartBuilder::on(&left)
-        .caption(
-            format!("sweep: held-out loss after {} steps", r.sweep_budget.steps),
-            ("sans-serif", 17),
-        )
-        .margin(10)
-        .x_label_area_size(36)
-        .y_label_area_size(50)
-        .build_cartesian_2d((lr_lo..lr_hi).log_scale(), sweep_lo - 0.05..sweep_hi + 0.05)?;
-    chart
-        .configure_mesh()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+            (a.min(p.1), b.max(p.1))
+        });
+    // The axis spans every rate swept, with a tick at each.
+    let mut rates: Vec<f64> = swept.iter().map(|p| p.0).collect();
+    rates.sort_by(f64::total_cmp);
+    rates.dedup();
+    let (lr_lo, lr_hi) = (rates[0] / 1.5, rates[rates.len() - 1] * 1.5);
+    let mut chart = plot(
+        &left,
+        &format!("sweep: held-out loss after {} steps", r.sweep_budget.steps),
+        PANEL,
+    )
+    .build_cartesian_2d(
+        (lr_lo..lr_hi).log_scale().with_key_points(rates),
+        sweep_lo - 0.05..sweep_hi + 0.05,
+    )?;
+    mesh(&mut chart)
         .x_desc("peak learning rate (log scale)")
         .y_desc("held-out loss (nats)")
-        .x_label_formatter(&|x| format!("{x:.0e}"))
         .draw()?;
-    for (m, color, name) in [
-        (false, COLORS[0], "AdamW alone"),
-        (true, COLORS[3], "Muon + AdamW"),
-    ] {
+    for (m, color) in [(false, adamw), (true, muon_color)] {
         let points = sweep_last(m);
-        chart
-            .draw_series(LineSeries::new(
-                points.iter().copied(),
-                color.stroke_width(2),
-            ))?
-            .label(name)
-            .legend(line_key(color.stroke_width(2)));
-        chart.draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+        chart.draw_series(LineSeries::new(
+            points.iter().copied(),
+            color.stroke_width(2),
+        ))?;
+        chart.draw_series(
+            points
+                .iter()
+                .map(|&p| Circle::new(p, px(3.5), color.filled())),
+        )?;
     }
-    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
 
     let steps = steps_of(&r.runs);
-    let mut chart = ChartBuilder::on(&right)
-        .caption(
-            format!(
-                "held-out loss, {} seeds each (AdamW lr {:e}, Muon lr {:e})",
-                r.runs.len() / 2,
-                r.best_adamw_lr,
-                r.best_muon_lr
-            ),
-            ("sans-serif", 17),
-        )
-        .margin(10)
-        .x_label_area_size(36)
-        .y_label_area_size(50)
-        .build_cartesian_2d(0f64..steps, lo..hi)?;
-    chart
-        .configure_mesh()
+    let caption = format!(
+        "held-out loss, {} seeds each (AdamW lr {}, Muon lr {})",
+        r.runs.len() / 2,
+        super::tick(&r.best_adamw_lr),
+        super::tick(&r.best_muon_lr)
+    );
+    let mut chart = plot(&right, &caption, PANEL).build_cartesian_2d(0f64..steps, lo..hi)?;
+    mesh(&mut chart)
         .x_desc("step (equal tokens per step)")
         .y_desc("held-out loss (nats)")
-        .x_label_formatter(&|x| format!("{x:.0}"))
         .draw()?;
-    let mut labelled = [false, false];
     for run in &r.runs {
-        let m = usize::from(run.options.muon);
-        let color = [COLORS[0], COLORS[3]][m];
-        let series = chart.draw_series(LineSeries::new(heldout(run), color.stroke_width(2)))?;
-        if !labelled[m] {
-            series
-                .label(["AdamW alone", "Muon + AdamW"][m])
-                .legend(line_key(color.stroke_width(2)));
-            labelled[m] = true;
-        }
+        let color = if run.options.muon { muon_color } else { adamw };
+        chart.draw_series(LineSeries::new(heldout(run), color.stroke_width(2)))?;
     }
-    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     Ok(())
 }
 
@@ -219,23 +222,18 @@ pub(super) fn train_max_logit(root: &Area) -> DrawResult {
         .filter(|x| x.is_finite())
         .fold(f64::from(max_logit::TAU), f64::max)
         * 1.1;
-    let mut chart = ChartBuilder::on(root)
-        .caption(
-            format!(
-                "largest attention logit per 10 steps, peak lr {:e}",
-                max_logit::LR
-            ),
-            ("sans-serif", 18),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d(0f64..steps, 0f64..top)?;
-    chart
-        .configure_mesh()
+    let mut chart = plot(
+        root,
+        &format!(
+            "largest attention logit per 10 steps, peak lr {}",
+            super::tick(&max_logit::LR)
+        ),
+        TITLE,
+    )
+    .build_cartesian_2d(0f64..steps, 0f64..top)?;
+    mesh(&mut chart)
         .x_desc("step")
         .y_desc("max logit q·k/√d")
-        .x_label_formatter(&|x| format!("{x:.0}"))
         .draw()?;
     for (i, run) in r.runs.iter().enumerate() {
         let color = COLORS[[3, 1, 0][i % 3]];
@@ -248,10 +246,12 @@ pub(super) fn train_max_logit(root: &Area) -> DrawResult {
             Some(_) => format!("{} (diverged at step {})", run.name, run.steps_done + 1),
             None => run.name.clone(),
         };
+        // The first run underneath and wider: runs that never reach τ coincide with it.
+        let width = if i == 0 { 5 } else { 2 };
         chart
-            .draw_series(LineSeries::new(points, color.stroke_width(2)))?
+            .draw_series(LineSeries::new(points, color.stroke_width(width)))?
             .label(label)
-            .legend(line_key(color.stroke_width(2)));
+            .legend(line_key(color.stroke_width(width)));
     }
     let tau = f64::from(max_logit::TAU);
     chart
@@ -274,7 +274,24 @@ pub(super) fn train_glitch(root: &Area) -> DrawResult {
     let Some(r) = recorded_or_note::<glitch::GlitchResults>(root, glitch::ID)? else {
         return Ok(());
     };
-    let (left, right) = root.split_horizontally(root.dim_in_pixel().0 / 2);
+    // One key for both panels: the right one draws the untied run in the same styles.
+    let mut keys = Vec::new();
+    for g in &r.runs {
+        let tied = g.run.tie_word_embeddings;
+        for (k, what) in [(0, "absent"), (1, "present")] {
+            let color = COLORS[if k == 0 { 3 } else { 0 }];
+            let name = format!("{what}, {}", if tied { "tied" } else { "untied" });
+            let key = if tied {
+                Key::Dashed(color, 1)
+            } else {
+                Key::Line(color, 2)
+            };
+            keys.push((key, name));
+        }
+    }
+    keys.push((Key::Dashed(BLACK, 1), "weight decay alone".to_string()));
+    let body = legend_on_top(root, &keys)?;
+    let (left, right) = body.split_horizontally(body.dim_in_pixel().0 / 2);
     let runs: Vec<&RunRecord> = r.runs.iter().map(|g| &g.run).collect();
     let steps = runs.iter().map(|x| x.steps_done).max().unwrap_or(1).max(1) as f64;
     let curve = |g: &glitch::GlitchRun, k: usize| -> Vec<(f64, f64)> {
@@ -299,37 +316,21 @@ pub(super) fn train_glitch(root: &Area) -> DrawResult {
         .flat_map(|g| (0..2).flat_map(move |k| curve(g, k).into_iter().map(|p| p.1)))
         .fold(0.0, f64::max)
         * 1.15;
-    let mut chart = ChartBuilder::on(&left)
-        .caption("median input-embedding row norm", ("sans-serif", 17))
-        .margin(10)
-        .x_label_area_size(36)
-        .y_label_area_size(50)
+    let mut chart = plot(&left, "median input-embedding row norm", PANEL)
         .build_cartesian_2d(0f64..steps, 0f64..top.max(0.01))?;
-    chart
-        .configure_mesh()
-        .x_desc("step")
-        .y_desc("L2 norm")
-        .x_label_formatter(&|x| format!("{x:.0}"))
-        .draw()?;
-    for (i, g) in r.runs.iter().enumerate() {
-        let tied = if g.run.tie_word_embeddings {
-            "tied"
-        } else {
-            "untied"
-        };
-        for (k, what) in [(0, "absent"), (1, "present")] {
+    mesh(&mut chart).x_desc("step").y_desc("L2 norm").draw()?;
+    for g in &r.runs {
+        for k in 0..2 {
             let color = COLORS[if k == 0 { 3 } else { 0 }];
-            let style = color.stroke_width(if i == 0 { 1 } else { 2 });
             if g.run.tie_word_embeddings {
-                chart
-                    .draw_series(DashedLineSeries::new(curve(g, k), 5, 3, style))?
-                    .label(format!("{what}, {tied}"))
-                    .legend(line_key(style));
+                chart.draw_series(DashedLineSeries::new(
+                    curve(g, k),
+                    5,
+                    3,
+                    color.stroke_width(1),
+                ))?;
             } else {
-                chart
-                    .draw_series(LineSeries::new(curve(g, k), style))?
-                    .label(format!("{what}, {tied}"))
-                    .legend(line_key(style));
+                chart.draw_series(LineSeries::new(curve(g, k), color.stroke_width(2)))?;
             }
         }
     }
@@ -343,12 +344,8 @@ pub(super) fn train_glitch(root: &Area) -> DrawResult {
             norm *= 1.0 - o.adamw_lr * schedule.factor(t) * o.weight_decay;
             points.push(((t + 1) as f64, norm));
         }
-        chart
-            .draw_series(DashedLineSeries::new(points, 2, 3, BLACK.stroke_width(1)))?
-            .label("weight decay alone")
-            .legend(line_key(BLACK.stroke_width(1)));
+        chart.draw_series(DashedLineSeries::new(points, 2, 3, BLACK.stroke_width(1)))?;
     }
-    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
 
     let Some(g) = r.runs.iter().find(|g| !g.run.tie_word_embeddings) else {
         return Ok(());
@@ -371,37 +368,21 @@ pub(super) fn train_glitch(root: &Area) -> DrawResult {
         .map(|p| p.1)
         .fold(0.0, f64::max)
         * 1.1;
-    let mut chart = ChartBuilder::on(&right)
-        .caption(
-            format!(
-                "untied run, final norms ({} absent tokens)",
-                r.absent_tokens
-            ),
-            ("sans-serif", 17),
-        )
-        .margin(10)
-        .x_label_area_size(36)
-        .y_label_area_size(50)
-        .build_cartesian_2d(
-            (10f64.powf(f64::from(glitch::HIST_LO))..10f64.powf(f64::from(glitch::HIST_HI)))
-                .log_scale(),
-            0f64..peak.max(0.01),
-        )?;
-    chart
-        .configure_mesh()
+    let caption = format!(
+        "untied run, final norms ({} absent tokens)",
+        super::tick(&(r.absent_tokens as f64))
+    );
+    let mut chart = plot(&right, &caption, PANEL).build_cartesian_2d(
+        (10f64.powf(f64::from(glitch::HIST_LO))..10f64.powf(f64::from(glitch::HIST_HI)))
+            .log_scale(),
+        0f64..peak.max(0.01),
+    )?;
+    mesh(&mut chart)
         .x_desc("row L2 norm (log scale)")
         .y_desc("share of the class")
-        .x_label_formatter(&|x| format!("{x:.2}"))
         .draw()?;
-    for (points, color, name) in [
-        (absent, COLORS[3], "absent from the corpus"),
-        (present, COLORS[0], "present"),
-    ] {
-        chart
-            .draw_series(LineSeries::new(points, color.stroke_width(2)))?
-            .label(name)
-            .legend(line_key(color.stroke_width(2)));
+    for (points, color) in [(absent, COLORS[3]), (present, COLORS[0])] {
+        chart.draw_series(LineSeries::new(points, color.stroke_width(2)))?;
     }
-    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     Ok(())
 }
