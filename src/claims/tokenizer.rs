@@ -141,7 +141,7 @@ fn tok_vocab_sizes() -> Outcome {
     }
     let qwen_rows = stated[0].1;
     // Qwen3's bundled config holds the same vocabulary in a smaller padded table.
-    let q3_rows = crate::params::bundled("qwen3-30b-a3b").map_or(0, |c| c.vocab_size as u64);
+    let q3_rows = crate::params::bundled("qwen3-30b-a3b").map_or(0, |c| c.vocab_size);
     Outcome {
         value: Some(qwen_rows as f64 - ids as f64),
         computed: format!(

@@ -14,8 +14,8 @@ fn rounded(x: f64, digits: i32) -> f64 {
 #[test]
 fn chapter1_numbers() {
     let f = rope::inv_freq(128, 1e4);
-    // Exercise 2 and Figure 1.1: plane 16 turns at 0.1 rad/token, wavelength 62.8;
-    // plane 0 every 6.3 tokens, plane 48 every 6 283.
+    // Exercise 2: plane 16 turns at 0.1 rad/token, wavelength 62.8 (between Figure 1.1's
+    // second and minute hands); plane 0 every 6.3 tokens, plane 48 every 6 283.
     assert_eq!(rounded(f[16], 12), 0.1);
     assert_eq!(rounded(rope::wavelength(f[16]), 1), 62.8);
     assert_eq!(rounded(rope::wavelength(f[0]), 1), 6.3);
