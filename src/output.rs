@@ -16,8 +16,11 @@
 //! | a directory, block device, socket | refused                                                |
 //!
 //! A rename never follows a symbolic link, so even a link that appears after the check is
-//! replaced itself, never its target. A failed write (a full disk, `/dev/full`) is
-//! [`Error::Write`] (exit code 1); a refused path is bad input (exit code 2).
+//! replaced itself, never its target. A log ([`open_log`], `train_log.jsonl`) is stricter:
+//! only an absent path or a regular file, replaced by a fresh file it then appends to. An
+//! output directory ([`create_dir`]) must be a directory or absent. A failed write (a full
+//! disk, `/dev/full`) is [`Error::Write`] (exit code 1); a refused path, or one through
+//! something that is not a directory (`/dev/null/x`), is bad input (exit code 2).
 
 use crate::error::{Error, FileProblem, Result, kind_name};
 use std::fs::{File, Metadata, OpenOptions};
@@ -51,7 +54,7 @@ pub fn write_output(
 ) -> Result<()> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => replace_atomically(path, None, write),
-        Err(e) => Err(write_error(path, e)),
+        Err(e) => Err(path_error(path, e)),
         Ok(m) if m.file_type().is_symlink() => {
             let target = std::fs::read_link(path)
                 .ok()
@@ -67,6 +70,100 @@ pub fn write_output(
             path,
             FileProblem::OutputKind(kind_name(m.file_type())),
         )),
+    }
+}
+
+/// An error from creating or inspecting `path`: a path through something that is not a
+/// directory (`/dev/null/x`, `file.txt/out`) is bad input, naming what is in the way; any
+/// other failure is the machine's.
+fn path_error(path: &Path, e: std::io::Error) -> Error {
+    #[cfg(unix)]
+    if e.raw_os_error() == Some(libc::ENOTDIR) {
+        let blocker = path.ancestors().skip(1).find_map(|a| {
+            let m = std::fs::metadata(a).ok()?;
+            (!m.is_dir()).then(|| (a, kind_name(m.file_type())))
+        });
+        return Error::Invalid(match blocker {
+            Some((a, kind)) => format!(
+                "{}: cannot write: {} is a {kind}, not a directory",
+                path.display(),
+                a.display()
+            ),
+            None => format!("{}: cannot write: {e}", path.display()),
+        });
+    }
+    write_error(path, e)
+}
+
+/// Makes `dir` (and its parents) a directory to write outputs into. An existing directory,
+/// or a link to one, is used as it is; anything else in the way is bad input.
+pub fn create_dir(dir: &Path) -> Result<()> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => return Ok(()),
+        Ok(m) => {
+            return Err(Error::Invalid(format!(
+                "{}: is a {}, not a directory to write into",
+                dir.display(),
+                kind_name(m.file_type())
+            )));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(path_error(dir, e)),
+    }
+    std::fs::create_dir_all(dir).map_err(|e| match e.kind() {
+        // A dangling link, or a file that appeared meanwhile.
+        std::io::ErrorKind::AlreadyExists => Error::Invalid(format!(
+            "{}: exists and is not a directory to write into",
+            dir.display()
+        )),
+        _ => path_error(dir, e),
+    })
+}
+
+/// Opens a log to append lines to, as a fresh regular file that replaces `path`: it starts
+/// with the old file's lines that `keep` accepts (none without `keep`). A symbolic link, a
+/// FIFO or a device at `path` is refused — a log is read back when a run resumes, and
+/// nothing is opened for a blocking write.
+pub fn open_log(path: &Path, keep: Option<&mut dyn FnMut(&str) -> bool>) -> Result<File> {
+    let old = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(path_error(path, e)),
+        Ok(m) if m.file_type().is_symlink() => {
+            let target = std::fs::read_link(path)
+                .ok()
+                .map(|t| t.display().to_string());
+            return Err(file_error(path, FileProblem::OutputLink { target }));
+        }
+        Ok(m) if m.is_file() => Some(m),
+        Ok(m) => {
+            return Err(file_error(
+                path,
+                FileProblem::NotRegular(kind_name(m.file_type())),
+            ));
+        }
+    };
+    let mut kept = String::new();
+    if let (Some(keep), Some(_)) = (keep, &old) {
+        let bytes = crate::error::read_bounded(path, crate::limits::TEXT_FILE_BYTES, "log")?;
+        for line in String::from_utf8_lossy(&bytes).lines().filter(|l| keep(l)) {
+            kept.push_str(line);
+            kept.push('\n');
+        }
+    }
+    let (temp, mut file) = create_temp_beside(path)?;
+    let result = (|| {
+        file.write_all(kept.as_bytes())?;
+        if let Some(old) = &old {
+            file.set_permissions(old.permissions())?;
+        }
+        std::fs::rename(&temp, path)
+    })();
+    match result {
+        Ok(()) => Ok(file),
+        Err(e) => {
+            let _ = std::fs::remove_file(&temp);
+            Err(write_error(path, e))
+        }
     }
 }
 
@@ -88,31 +185,36 @@ fn is_device_or_fifo(m: &Metadata) -> bool {
 /// Distinguishes the temporary files of one process.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// Writes a temporary file beside `path` (created new, so it cannot be a link someone
-/// planted), then renames it over `path`: a reader sees the old file or the new one, never
-/// half of one. `old` is the file being replaced, whose permissions the new one keeps.
-fn replace_atomically(
-    path: &Path,
-    old: Option<Metadata>,
-    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> Result<()> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| write_error(path, std::io::Error::other("not a file name")))?;
+/// Creates a new temporary file in the directory of `path` (created new, so it cannot be a
+/// link someone planted). Its name is short and fixed in form, so any target name that
+/// fits NAME_MAX has a temporary sibling that fits too.
+fn create_temp_beside(path: &Path) -> Result<(PathBuf, File)> {
+    if path.file_name().is_none() {
+        return Err(write_error(path, std::io::Error::other("not a file name")));
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
     let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut temp_name = std::ffi::OsString::from(".");
-    temp_name.push(name);
-    temp_name.push(format!(".tmp-{}-{n}", std::process::id()));
-    let temp = dir.join(temp_name);
+    let temp = dir.join(format!(".anatomy-{}-{n}.tmp", std::process::id()));
     let file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(&temp)
-        .map_err(|e| write_error(path, e))?;
+        .map_err(|e| path_error(path, e))?;
+    Ok((temp, file))
+}
+
+/// Writes a temporary file beside `path`, then renames it over `path`: a reader sees the
+/// old file or the new one, never half of one. `old` is the file being replaced, whose
+/// permissions the new one keeps.
+fn replace_atomically(
+    path: &Path,
+    old: Option<Metadata>,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    let (temp, file) = create_temp_beside(path)?;
     let result = (|| {
         let mut w = std::io::BufWriter::new(file);
         write(&mut w)?;
@@ -219,6 +321,32 @@ mod tests {
             std::fs::read_dir(&d).unwrap().count(),
             if cfg!(unix) { 2 } else { 1 }
         );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn logs_keep_accepted_lines_and_refuse_links() {
+        let d = tmp("log");
+        let log = d.join("log.jsonl");
+        let mut f = open_log(&log, None).unwrap();
+        f.write_all(b"1\n2\n3\n").unwrap();
+        drop(f);
+        let mut keep = |l: &str| l != "2";
+        let mut f = open_log(&log, Some(&mut keep)).unwrap();
+        f.write_all(b"4\n").unwrap();
+        assert_eq!(std::fs::read(&log).unwrap(), b"1\n3\n4\n");
+        #[cfg(unix)]
+        {
+            let link = d.join("link");
+            std::os::unix::fs::symlink(&log, &link).unwrap();
+            assert!(matches!(open_log(&link, None), Err(Error::File { .. })));
+            assert_eq!(std::fs::read(&log).unwrap(), b"1\n3\n4\n");
+            let err = create_dir(&log.join("sub")).unwrap_err();
+            assert!(err.is_bad_input() && err.to_string().contains("not a directory"));
+        }
+        // A name as long as a file system allows still has a temporary sibling.
+        let long = d.join("x".repeat(250));
+        write_output(&long, |w| w.write_all(b"ok")).unwrap();
         let _ = std::fs::remove_dir_all(&d);
     }
 }

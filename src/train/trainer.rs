@@ -498,10 +498,7 @@ pub fn train(
             )));
         }
     }
-    std::fs::create_dir_all(out).map_err(|source| Error::Write {
-        path: out.to_path_buf(),
-        source,
-    })?;
+    crate::output::create_dir(out)?;
     let log_path = out.join("train_log.jsonl");
     let mut log = open_log(&log_path, state.step)?;
     let bar = progress_bar(state.step, until, progress);

@@ -1116,3 +1116,144 @@ fn params_quant_refuses_unknown_schemes_and_a_config_without_a_context() {
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("total"), "{out}");
 }
+
+// ---- Outputs of `train`: the log goes through the same rules as every output.
+
+/// A corpus of eight short documents and the `train` arguments that run two quick steps
+/// of the repository's small config into `out`.
+fn quick_train(tag: &str) -> (PathBuf, Vec<String>) {
+    let dir = std::env::temp_dir().join(format!("anatomy-bad-train-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    for i in 0..8 {
+        let text = format!("the quick brown fox jumps over the lazy dog {i} ").repeat(20);
+        std::fs::write(dir.join("data").join(format!("d{i}.txt")), text).unwrap();
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (config, vocab, data) = (
+        root.join("data/train/qwen3-moe-anatomy.json"),
+        root.join("data/qwen.tiktoken"),
+        dir.join("data"),
+    );
+    let args = [
+        "train",
+        "--config",
+        s(&config),
+        "--vocab",
+        s(&vocab),
+        "--data",
+        s(&data),
+        "--steps",
+        "2",
+        "--batch-size",
+        "1",
+        "--seq-len",
+        "16",
+        "--heldout-fraction",
+        "0.3",
+        "--quiet",
+    ]
+    .map(String::from)
+    .to_vec();
+    (dir, args)
+}
+
+fn with_out<'a>(args: &'a [String], extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v: Vec<&str> = args.iter().map(String::as_str).collect();
+    v.extend_from_slice(extra);
+    v
+}
+
+#[cfg(unix)]
+#[test]
+fn the_training_log_is_never_a_link_fifo_or_device() {
+    let (dir, args) = quick_train("log");
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let log = out.join("train_log.jsonl");
+    let target = dir.join("precious.txt");
+    std::fs::write(&target, b"keep").unwrap();
+    std::os::unix::fs::symlink(&target, &log).unwrap();
+    refused(
+        &with_out(&args, &["--out", s(&out)]),
+        &["train_log.jsonl", "symbolic link"],
+    );
+    assert_eq!(std::fs::read(&target).unwrap(), b"keep", "target truncated");
+    // A FIFO nobody reads: refused at once, not a hang.
+    std::fs::remove_file(&log).unwrap();
+    assert!(Command::new("mkfifo").arg(&log).status().unwrap().success());
+    refused(
+        &with_out(&args, &["--out", s(&out)]),
+        &["train_log.jsonl", "FIFO"],
+    );
+    // A good run, then a resume that finds its log replaced by a link.
+    std::fs::remove_file(&log).unwrap();
+    let (code, _, err) = run_within(
+        &with_out(&args, &["--out", s(&out), "--stop-after", "1"]),
+        120,
+    );
+    assert_eq!(code, Some(0), "{err}");
+    std::fs::remove_file(&log).unwrap();
+    std::os::unix::fs::symlink(&target, &log).unwrap();
+    refused(
+        &[
+            "train",
+            "--out",
+            s(&out),
+            "--resume",
+            "--quiet",
+            "--data",
+            s(&dir.join("data")),
+        ],
+        &["train_log.jsonl", "symbolic link"],
+    );
+    assert_eq!(
+        std::fs::read(&target).unwrap(),
+        b"keep",
+        "target appended to"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_bad_output_directory_is_bad_input() {
+    let (dir, args) = quick_train("outdir");
+    let file = dir.join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    refused(
+        &with_out(&args, &["--out", s(&file)]),
+        &["a-file", "not a directory"],
+    );
+    refused(
+        &with_out(&args, &["--out", "/dev/null"]),
+        &["/dev/null", "not a directory"],
+    );
+    let below = file.join("out");
+    refused(
+        &with_out(&args, &["--out", s(&below)]),
+        &["a-file", "not a directory"],
+    );
+    let good = copy_good("outdir-logits");
+    refused(
+        &[
+            "logits",
+            s(&good),
+            "--ids",
+            IDS,
+            "--out",
+            "/dev/null/out.safetensors",
+        ],
+        &["/dev/null", "not a directory"],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_output_name_of_250_bytes_is_written() {
+    let dir = copy_good("longname");
+    let out = dir.join("a".repeat(250));
+    let (code, _, err) = run_within(&["logits", s(&dir), "--ids", IDS, "--out", s(&out)], 30);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(std::fs::metadata(&out).unwrap().len() > 1000);
+}

@@ -10,33 +10,17 @@ use std::io::Write;
 use std::path::Path;
 
 /// Opens the log for appending, first dropping lines past `step` (a run resumed from an
-/// earlier checkpoint than its last log line rewrites what follows).
+/// earlier checkpoint than its last log line rewrites what follows); a fresh run starts it
+/// empty. The log is never a link, FIFO or device ([`crate::output::open_log`]).
 pub(super) fn open_log(path: &Path, step: u64) -> Result<std::fs::File> {
-    let write_err = |source| Error::Write {
-        path: path.to_path_buf(),
-        source,
+    let mut keep = |line: &str| {
+        serde_json::from_str::<Value>(line)
+            .ok()
+            .and_then(|v| v["step"].as_u64())
+            .is_some_and(|s| s <= step)
     };
-    let mut kept = String::new();
-    if step > 0 && path.is_file() {
-        let text = String::from_utf8_lossy(&crate::error::read_bounded(
-            path,
-            crate::limits::TEXT_FILE_BYTES,
-            "a training log",
-        )?)
-        .into_owned();
-        for line in text.lines() {
-            let s: Option<u64> = serde_json::from_str::<Value>(line)
-                .ok()
-                .and_then(|v| v["step"].as_u64());
-            if s.is_some_and(|s| s <= step) {
-                kept.push_str(line);
-                kept.push('\n');
-            }
-        }
-    }
-    let mut f = std::fs::File::create(path).map_err(write_err)?;
-    f.write_all(kept.as_bytes()).map_err(write_err)?;
-    Ok(f)
+    let keep: Option<&mut dyn FnMut(&str) -> bool> = (step > 0).then_some(&mut keep);
+    crate::output::open_log(path, keep)
 }
 
 pub(super) fn write_log_line(f: &mut std::fs::File, path: &Path, line: &StepLog) -> Result<()> {
