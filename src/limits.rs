@@ -95,6 +95,31 @@ pub const THREADS: Limit = Limit {
     reason: "each thread has its own stack; more threads than cores only measure contention",
 };
 
+/// Repetitions of a measurement (`bench --reps`): each is a whole prefill and decode.
+pub const REPS: Limit = Limit {
+    max: 1000,
+    reason: "each repetition is a whole prefill and decode; the medians settle within a few dozen",
+};
+
+/// Held-out batches per evaluation (`train --eval-batches`): each is a forward pass.
+pub const EVAL_BATCHES: Limit = Limit {
+    max: 10_000,
+    reason: "each held-out batch is a forward pass, run at every evaluation; the loss settles within a few dozen",
+};
+
+/// Trials per placement (`lost-in-middle --trials`): each is a generation after a prompt
+/// of up to 10000 tokens.
+pub const TRIALS: Limit = Limit {
+    max: 1000,
+    reason: "each trial is a generation after a long prompt, three per vault; a few dozen per placement show the U-shape",
+};
+
+/// Candidates of the "please repeat" test (`glitch --repeat`): each is a generation.
+pub const REPEAT_CANDIDATES: Limit = Limit {
+    max: 10_000,
+    reason: "each candidate is a 16-token generation; the text screens 10000 tokens",
+};
+
 /// The limit of a config.json / rope_scaling field, by name (the names mean the same in
 /// every Hugging Face config class). Fields not listed get [`JSON_INT`].
 pub fn field_limit(field: &str) -> Limit {

@@ -162,6 +162,7 @@ pub fn run(dir: &Path, opts: &BenchOptions) -> Result<BenchReport> {
         opts.threads as u128,
         crate::limits::THREADS,
     )?;
+    crate::limits::check("bench", "--reps", opts.reps as u128, crate::limits::REPS)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(opts.threads)
         .build()

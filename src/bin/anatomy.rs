@@ -105,7 +105,7 @@ enum Command {
         show: usize,
         /// With --model (a Qwen3 checkpoint): run the "please repeat" test on this many
         /// candidates (multi-character Chinese ones first, then the smallest norms), greedy,
-        /// 16 new tokens each.
+        /// 16 new tokens each; at most 10000.
         #[arg(long, default_value_t = 0)]
         repeat: usize,
         #[arg(long)]
@@ -221,10 +221,11 @@ enum Command {
         #[arg(long)]
         vocab: Option<PathBuf>,
         /// Filler words per document (default: about 10,000 tokens, or as many as the
-        /// model's context holds).
+        /// model's context holds); every word is at least one token, so at most the context
+        /// minus --max-new-tokens.
         #[arg(long)]
         words: Option<usize>,
-        /// Vaults asked about at each placement.
+        /// Vaults asked about at each placement; at most 1000.
         #[arg(long, default_value_t = 5)]
         trials: usize,
         /// Plain "document, question, Answer:" prompt instead of the chat template (base models).
@@ -249,7 +250,7 @@ enum Command {
         /// Worker threads (default: all cores).
         #[arg(long)]
         threads: Option<usize>,
-        /// Repetitions of prefill and decode; the medians are reported.
+        /// Repetitions of prefill and decode; the medians are reported; at most 1000.
         #[arg(long, default_value_t = 3)]
         reps: usize,
         #[arg(long)]
@@ -421,6 +422,9 @@ fn run(command: Command) -> anyhow::Result<()> {
             repeat,
             json,
         } => {
+            use llm_anatomy::limits::{REPEAT_CANDIDATES, check};
+            check("glitch", "--repeat", repeat as u128, REPEAT_CANDIDATES)
+                .map_err(llm_anatomy::Error::from)?;
             let tok = qwen3::vocab_or_model_tokenizer(vocab.as_deref(), model.as_deref())?;
             let unused = unused
                 .as_deref()

@@ -89,10 +89,14 @@ pub fn build_trial(words: usize, placement: Placement, k: usize) -> Trial {
 /// The trials of one run: vaults `0 .. trials_per_placement` at the start, then the
 /// same vaults in the middle, then at the end.
 pub fn trials(words: usize, trials_per_placement: usize) -> Vec<Trial> {
+    each_trial(words, trials_per_placement).collect()
+}
+
+/// [`trials`] one at a time, so a caller that only measures them holds one document.
+pub fn each_trial(words: usize, trials_per_placement: usize) -> impl Iterator<Item = Trial> {
     Placement::ALL
-        .iter()
-        .flat_map(|&p| (0..trials_per_placement).map(move |k| build_trial(words, p, k)))
-        .collect()
+        .into_iter()
+        .flat_map(move |p| (0..trials_per_placement).map(move |k| build_trial(words, p, k)))
 }
 
 impl Trial {

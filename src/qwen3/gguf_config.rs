@@ -130,6 +130,13 @@ pub fn config_from_metadata(
         whole("num_attention_heads"),
         whole("num_hidden_layers"),
     );
+    // Before anything loops over the layers (Qwen3Config checks the same limit, later).
+    crate::limits::check(
+        &what,
+        &format!("key `{}`", key("block_count")),
+        layers as u128,
+        crate::limits::LAYERS,
+    )?;
     if !cfg.contains_key("head_dim") && heads > 0 {
         cfg.insert("head_dim".into(), json!(hidden / heads));
     }
@@ -153,8 +160,13 @@ pub fn config_from_metadata(
         cfg.insert("norm_topk_prob".into(), json!(true));
     }
     if model_type == "qwen3_moe" && !tensors.is_empty() {
+        let routers: std::collections::HashSet<&str> = tensors
+            .iter()
+            .map(|t| t.name.as_str())
+            .filter(|n| n.ends_with(".ffn_gate_inp.weight"))
+            .collect();
         let dense: Vec<usize> = (0..layers)
-            .filter(|l| tensor(&format!("blk.{l}.ffn_gate_inp.weight")).is_none())
+            .filter(|l| !routers.contains(format!("blk.{l}.ffn_gate_inp.weight").as_str()))
             .collect();
         cfg.insert("mlp_only_layers".into(), json!(dense));
     }

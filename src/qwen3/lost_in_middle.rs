@@ -160,7 +160,7 @@ pub fn fit_words(
     limit: usize,
 ) -> Result<usize> {
     let fits = |words: usize| -> Result<bool> {
-        for t in lost_in_middle::trials(words, trials_per_placement) {
+        for t in lost_in_middle::each_trial(words, trials_per_placement) {
             if prompt(tok, &t, chat, model_type)?.ids.len() > limit {
                 return Ok(false);
             }
@@ -190,21 +190,16 @@ pub fn fit_words(
 /// Shortest document [`fit_words`] accepts.
 const MIN_WORDS: usize = 50;
 
-/// Runs every trial through `model`: prompt → ids → greedy answer → scored. `progress`
-/// sees `(trials done, trials)`.
-pub fn run(
-    model: &Model,
-    tok: &Tokenizer,
-    opts: &Options,
-    mut progress: impl FnMut(usize, usize),
-) -> Result<Report> {
-    let c = &model.config;
-    let n = opts.trials_per_placement;
-    if n == 0 || opts.max_new_tokens == 0 || opts.words == Some(0) {
+/// Checks the options against the limits and the model's context before anything is
+/// built; returns the room a prompt has (the context minus the answer).
+fn prompt_room(c: &crate::qwen3::Qwen3Config, opts: &Options) -> Result<usize> {
+    if opts.trials_per_placement == 0 || opts.max_new_tokens == 0 || opts.words == Some(0) {
         return Err(Error::Invalid(
             "trials per placement, new tokens and words must each be at least 1".into(),
         ));
     }
+    let trials = opts.trials_per_placement as u128;
+    crate::limits::check("lost-in-middle", "--trials", trials, crate::limits::TRIALS)?;
     let room = c
         .max_position_embeddings
         .checked_sub(opts.max_new_tokens)
@@ -215,6 +210,27 @@ pub fn run(
                 opts.max_new_tokens, c.max_position_embeddings
             ))
         })?;
+    // Every word is at least one token: more words than room is refused unbuilt.
+    if let Some(w) = opts.words.filter(|&w| w > room) {
+        return Err(Error::Invalid(format!(
+            "lost-in-middle: --words {w}: every word is at least one token, and {} new tokens leave room for {room} in max_position_embeddings = {}",
+            opts.max_new_tokens, c.max_position_embeddings
+        )));
+    }
+    Ok(room)
+}
+
+/// Runs every trial through `model`: prompt → ids → greedy answer → scored. `progress`
+/// sees `(trials done, trials)`.
+pub fn run(
+    model: &Model,
+    tok: &Tokenizer,
+    opts: &Options,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<Report> {
+    let c = &model.config;
+    let n = opts.trials_per_placement;
+    let room = prompt_room(c, opts)?;
     let (words, target) = match opts.words {
         Some(w) => (w, None),
         None => {
@@ -225,6 +241,11 @@ pub fn run(
             )
         }
     };
+    // Every document and its prompt are held at once: about 16 bytes a word each.
+    crate::limits::check_memory(
+        &format!("lost-in-middle: {} documents of {words} words", 3 * n),
+        3 * n as u128 * words as u128 * 16,
+    )?;
     let trials = lost_in_middle::trials(words, n);
     let prompts = trials
         .iter()
@@ -263,25 +284,7 @@ pub fn run(
         });
         progress(i + 1, trials.len());
     }
-    let results: Vec<(Placement, bool)> =
-        answers.iter().map(|a| (a.placement, a.correct)).collect();
-    let placements = lost_in_middle::accuracy(&results)
-        .iter()
-        .map(|&(placement, accuracy)| {
-            let here: Vec<&Answer> = answers
-                .iter()
-                .filter(|a| a.placement == placement)
-                .collect();
-            PlacementScore {
-                placement,
-                trials: here.len(),
-                correct: here.iter().filter(|a| a.correct).count(),
-                accuracy,
-                mean_key_token: here.iter().map(|a| a.key_token as f64).sum::<f64>()
-                    / here.len().max(1) as f64,
-            }
-        })
-        .collect();
+    let placements = placement_scores(&answers);
     Ok(Report {
         model_type: c.model_type.clone(),
         max_position_embeddings: c.max_position_embeddings,
@@ -297,6 +300,29 @@ pub fn run(
         placements,
         answers,
     })
+}
+
+/// Accuracy and mean key position at each placement.
+fn placement_scores(answers: &[Answer]) -> Vec<PlacementScore> {
+    let results: Vec<(Placement, bool)> =
+        answers.iter().map(|a| (a.placement, a.correct)).collect();
+    lost_in_middle::accuracy(&results)
+        .iter()
+        .map(|&(placement, accuracy)| {
+            let here: Vec<&Answer> = answers
+                .iter()
+                .filter(|a| a.placement == placement)
+                .collect();
+            PlacementScore {
+                placement,
+                trials: here.len(),
+                correct: here.iter().filter(|a| a.correct).count(),
+                accuracy,
+                mean_key_token: here.iter().map(|a| a.key_token as f64).sum::<f64>()
+                    / here.len().max(1) as f64,
+            }
+        })
+        .collect()
 }
 
 /// The report as a table: accuracy per placement, then every answer.

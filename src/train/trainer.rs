@@ -126,6 +126,12 @@ impl TrainOptions {
             (self.batch_size as u128) * (self.seq_len as u128),
             crate::limits::IDS,
         )?;
+        crate::limits::check(
+            "train",
+            "--eval-batches",
+            self.eval_batches as u128,
+            crate::limits::EVAL_BATCHES,
+        )?;
         let finite = [
             ("--lr", self.adamw_lr),
             ("--muon-lr", self.muon_lr),

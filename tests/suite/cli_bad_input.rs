@@ -493,7 +493,7 @@ fn sizes_from_flags_and_configs_are_checked_before_they_size_anything() {
             "--top-k",
             "2",
             "--repeat",
-            "18446744073709551615",
+            "3",
             "--json",
         ],
         60,
@@ -1256,4 +1256,97 @@ fn an_output_name_of_250_bytes_is_written() {
     let (code, _, err) = run_within(&["logits", s(&dir), "--ids", IDS, "--out", s(&out)], 30);
     assert_eq!(code, Some(0), "{err}");
     assert!(std::fs::metadata(&out).unwrap().len() > 1000);
+}
+
+// ---- Counts are checked before they size a loop or an allocation.
+
+/// The MoE GGUF fixture rewritten with metadata `key` set to `value`.
+fn gguf_with(path: &Path, key: &str, value: llm_anatomy::gguf::MetaValue) {
+    use llm_anatomy::gguf::{Gguf, GgufWriter};
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf_models/moe/q8_0.gguf");
+    let g = Gguf::open(&src).unwrap();
+    let metadata = g
+        .metadata()
+        .iter()
+        .map(|(k, v)| (k.clone(), if k == key { value.clone() } else { v.clone() }))
+        .collect();
+    let infos = g
+        .tensors()
+        .iter()
+        .map(|t| (t.name.clone(), t.dims.clone(), t.ty))
+        .collect();
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = GgufWriter::new(file, metadata, infos, g.alignment()).unwrap();
+    for t in g.tensors() {
+        w.write_tensor(&t.name, g.data(t)).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+#[test]
+fn a_gguf_block_count_is_checked_before_the_layers_are_listed() {
+    use llm_anatomy::gguf::MetaValue;
+    let dir = gguf_dir("layers");
+    let file = dir.join("deep.gguf");
+    gguf_with(&file, "qwen3moe.block_count", MetaValue::U32(u32::MAX));
+    let (f, out) = (s(&file), dir.join("out.safetensors"));
+    let needles = [
+        "deep.gguf",
+        "qwen3moe.block_count",
+        "above the limit of 16384",
+    ];
+    refused(&["logits", f, "--ids", IDS, "--out", s(&out)], &needles);
+    refused(
+        &["generate", f, "--ids", IDS, "--max-new-tokens", "1"],
+        &needles,
+    );
+    refused(&["router-stats", f, "--ids", IDS], &needles);
+    refused(&["bench", f, "--reps", "1", "--json"], &needles);
+}
+
+#[test]
+fn counts_that_drive_loops_are_bounded_up_front() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (vocab, tiny) = (
+        root.join("data/qwen.tiktoken"),
+        root.join("data/tiny-qwen3-moe"),
+    );
+    let t = s(&tiny);
+    for trials in ["18446744073709551615", "1000000000000"] {
+        refused(
+            &["lost-in-middle", t, "--trials", trials, "--json"],
+            &["--trials", "above the limit of 1000"],
+        );
+    }
+    refused(
+        &["lost-in-middle", t, "--words", "1000000000", "--json"],
+        &["--words 1000000000", "at least one token"],
+    );
+    refused(
+        &["bench", t, "--reps", "1000000000000", "--json"],
+        &["--reps", "above the limit of 1000"],
+    );
+    refused(
+        &[
+            "glitch",
+            "--vocab",
+            s(&vocab),
+            "--model",
+            t,
+            "--repeat",
+            "100000",
+        ],
+        &["--repeat", "above the limit of 10000"],
+    );
+    let (dir, args) = quick_train("eval");
+    let out = dir.join("out");
+    refused(
+        &with_out(
+            &args,
+            &["--out", s(&out), "--eval-batches", "18446744073709551615"],
+        ),
+        &["--eval-batches", "above the limit of 10000"],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -94,6 +94,7 @@ struct OptionFlags {
     router_bias_speed: Option<f32>,
     #[arg(long)]
     eval_every: Option<u64>,
+    /// Held-out batches per evaluation; at most 10000.
     #[arg(long)]
     eval_batches: Option<usize>,
     #[arg(long)]
