@@ -148,6 +148,16 @@ impl TrainOptions {
                 return bad(flag, &format!("must be a finite number ≥ 0, got {v}"));
             }
         }
+        // A floor above the peak would make the "decay" climb past the peak learning rate.
+        if self.min_lr_rate > 1.0 {
+            return bad(
+                "--min-lr-rate",
+                &format!(
+                    "must be in [0, 1] (a fraction of the peak), got {}",
+                    self.min_lr_rate
+                ),
+            );
+        }
         for (flag, b) in [("beta1", self.beta1), ("beta2", self.beta2)] {
             if !(0.0..1.0).contains(&b) {
                 return bad(flag, &format!("must be in [0, 1), got {b}"));

@@ -1350,3 +1350,22 @@ fn counts_that_drive_loops_are_bounded_up_front() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_learning_rate_floor_is_a_fraction_of_the_peak() {
+    let (dir, args) = quick_train("minlr");
+    let out = dir.join("out");
+    for bad in ["=5", "=1.5", "=-0.1", "=NaN"] {
+        let flag = format!("--min-lr-rate{bad}");
+        refused(
+            &with_out(&args, &["--out", s(&out), &flag]),
+            &["--min-lr-rate"],
+        );
+    }
+    let err = refused(
+        &with_out(&args, &["--out", s(&out), "--min-lr-rate", "5"]),
+        &["[0, 1]"],
+    );
+    assert!(err.contains("got 5"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

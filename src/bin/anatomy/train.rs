@@ -75,6 +75,7 @@ struct OptionFlags {
     /// cosine, linear or constant.
     #[arg(long)]
     decay: Option<String>,
+    /// The schedule's floor as a fraction of the peak, in [0, 1].
     #[arg(long)]
     min_lr_rate: Option<f64>,
     /// Global gradient-norm threshold (0 = off).
