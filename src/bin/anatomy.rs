@@ -179,7 +179,8 @@ enum Command {
         top_p: f32,
         #[arg(long, default_value_t = 0, requires = "temperature")]
         seed: u64,
-        /// Cap on thinking tokens (chat models).
+        /// Cap on thinking tokens (chat models; `<think>` and `</think>` are looked up in
+        /// the model's own vocabulary).
         #[arg(long)]
         thinking_budget: Option<usize>,
         /// {"ids": [new token ids], "text": str?} on stdout.

@@ -12,6 +12,7 @@
 //! pass in `anatomy generate --thinking-budget N`.
 
 use crate::error::{Error, Result};
+use crate::tokenizer::Tokenizer;
 
 /// The early-stop text appended when the budget runs out (from the Qwen3 technical report,
 /// quoted by the source in 5.7.3). It ends the think block itself.
@@ -87,6 +88,14 @@ impl ThinkingBudget {
         })
     }
 
+    /// [`ThinkingBudget::new`] with `<think>` and `</think>` looked up in `tok`, the model's
+    /// own vocabulary (Qwen3's ids are not every model's).
+    pub fn for_tokenizer(budget: usize, tok: &Tokenizer) -> Result<ThinkingBudget> {
+        let think_start = tag_id(tok, "<think>")?;
+        let think_end = tag_id(tok, "</think>")?;
+        ThinkingBudget::new(budget, think_start, think_end, |t| tok.encode(t))
+    }
+
     /// The phase a prompt leaves generation in: inside a think block if the prompt opens
     /// one it does not close (some templates pre-fill `<think>\n`).
     pub fn initial_phase(&self, prompt: &[u32]) -> Phase {
@@ -98,6 +107,21 @@ impl ThinkingBudget {
             (None, Some(_)) => Phase::Answering,
             (None, None) => Phase::BeforeThinking,
         }
+    }
+}
+
+/// The id of `tag` in `tok`: an added token, or a vocabulary entry the tag encodes to alone.
+fn tag_id(tok: &Tokenizer, tag: &str) -> Result<u32> {
+    if let Some(id) = tok.added.id_of(tag) {
+        return Ok(id);
+    }
+    match tok.encode(tag)?.as_slice() {
+        &[id] => Ok(id),
+        pieces => Err(Error::Invalid(format!(
+            "--thinking-budget: the vocabulary {} has no `{tag}` token (the text splits into {} pieces), so a think block cannot be told apart; a budget needs a reasoning model's vocabulary, such as Qwen3's",
+            tok.name,
+            pieces.len()
+        ))),
     }
 }
 

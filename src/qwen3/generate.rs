@@ -382,12 +382,7 @@ impl PreparedText {
     /// end of sequence or `max_new_tokens`, within the thinking budget if there is one.
     pub fn run(&self, model: &Model) -> Result<Generated> {
         let budget = match (self.thinking_budget, &self.tok) {
-            (Some(n), Some(tok)) => Some(ThinkingBudget::new(
-                n,
-                thinking::QWEN3_THINK_START,
-                thinking::QWEN3_THINK_END,
-                |t| tok.encode(t),
-            )?),
+            (Some(n), Some(tok)) => Some(ThinkingBudget::for_tokenizer(n, tok)?),
             _ => None,
         };
         let ids = generate_until_eos(

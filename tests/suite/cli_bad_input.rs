@@ -1369,3 +1369,51 @@ fn the_learning_rate_floor_is_a_fraction_of_the_peak() {
     assert!(err.contains("got 5"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ---- The thinking budget finds `</think>` in the model's own vocabulary.
+
+/// The good fixture with a small tokenizer.json (data/synthetic-glitch's, 1003 ids) plus
+/// the added tokens `extra` as (id, content).
+fn with_tokenizer(tag: &str, extra: &[(u32, &str)]) -> PathBuf {
+    let dir = copy_good(tag);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/synthetic-glitch/tokenizer.json");
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(src).unwrap()).unwrap();
+    let added = doc["added_tokens"].as_array_mut().unwrap();
+    for &(id, content) in extra {
+        let mut t = added[0].clone();
+        t["id"] = json!(id);
+        t["content"] = json!(content);
+        t["special"] = json!(false);
+        added.push(t);
+    }
+    std::fs::write(dir.join("tokenizer.json"), doc.to_string()).unwrap();
+    dir
+}
+
+#[test]
+fn the_thinking_budget_looks_up_think_tags_in_the_models_vocabulary() {
+    let args = |d: &Path| {
+        [
+            "generate",
+            s(d),
+            "--ids",
+            IDS,
+            "--max-new-tokens",
+            "4",
+            "--thinking-budget",
+            "2",
+        ]
+        .map(String::from)
+    };
+    let plain = with_tokenizer("think-none", &[]);
+    let a = args(&plain);
+    refused(
+        &a.each_ref().map(String::as_str),
+        &["tokenizer.json", "no `<think>` token", "reasoning model"],
+    );
+    // Tags at ids of their own (not Qwen3's 151667 / 151668): the budget is set up.
+    let tagged = with_tokenizer("think-own", &[(1003, "<think>"), (1004, "</think>")]);
+    let a = args(&tagged);
+    let (code, _, err) = run_within(&a.each_ref().map(String::as_str), 30);
+    assert_eq!(code, Some(0), "{err}");
+}
