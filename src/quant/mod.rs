@@ -13,7 +13,8 @@
 //! the bytes llama.cpp's reference quantiser writes without an importance matrix:
 //! - [`legacy`]: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (32-weight blocks);
 //! - [`k_blocks`]: Q4_K, Q5_K, Q6_K layouts and dequantisers; [`k_quantize`]: their quantisers;
-//! - [`floats`]: F32, F16, BF16.
+//! - [`floats`]: F32, F16, BF16;
+//! - [`range`]: the largest weight each format holds, and a quantiser that refuses more.
 //!
 //! Dequantisers equal gguf-py's `gguf.quants.dequantize` bit for bit on blocks written by
 //! llama.cpp; the legacy quantisers equal llama.cpp byte for byte, the K quantisers too, or
@@ -25,6 +26,7 @@ pub mod k_blocks;
 pub mod k_quantize;
 pub mod legacy;
 pub mod mix;
+pub mod range;
 
 /// A tensor element type of ggml, with its on-disk id (the `ggml_type` enum of ggml.h).
 /// Only the types this crate reads and writes are listed; a GGUF tensor of any other type

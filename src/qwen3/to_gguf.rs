@@ -456,15 +456,21 @@ fn quantize_row(
 ) -> Result<Vec<u8>> {
     let mut x = vec![0.0f32; m.cols];
     m.row_into(row, &mut x);
+    let what = || {
+        let file = ckpt.file_of(hf).unwrap_or(ckpt.dir()).display();
+        format!("{file}: tensor `{hf}`")
+    };
     if let Some(c) = crate::kernels::first_non_finite(&x) {
-        let file = ckpt.file_of(hf).unwrap_or(ckpt.dir()).display().to_string();
         return Err(Error::NonFinite {
-            what: format!("{file}: tensor `{hf}`"),
+            what: what(),
             detail: format!("row {row}, column {c} is {}; it cannot be quantised", x[c]),
         });
     }
     let mut bytes = Vec::with_capacity(row_bytes);
-    quant::quantize(ty, &x, &mut bytes);
+    quant::range::quantize_checked(ty, &x, &mut bytes).map_err(|e| Error::NonFinite {
+        what: what(),
+        detail: format!("row {row}: {e}"),
+    })?;
     Ok(bytes)
 }
 

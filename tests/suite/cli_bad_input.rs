@@ -1417,3 +1417,56 @@ fn the_thinking_budget_looks_up_think_tags_in_the_models_vocabulary() {
     let (code, _, err) = run_within(&a.each_ref().map(String::as_str), 30);
     assert_eq!(code, Some(0), "{err}");
 }
+
+// ---- `quantize` never writes an infinity (or a zeroed row) from finite weights.
+
+/// The bf16 quantize fixture with weight `index` of `tensor` set to `value` (rounded to
+/// bf16 by truncation).
+fn bf16_checkpoint(tag: &str, tensor: &str, index: usize, value: f32) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/quantize/hf");
+    let dir = std::env::temp_dir().join(format!("anatomy-bad-quant-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(src.join("config.json"), dir.join("config.json")).unwrap();
+    let file = dir.join("model.safetensors");
+    std::fs::copy(src.join("model.safetensors"), &file).unwrap();
+    let (header, mut data) = split(&file);
+    assert_eq!(header[tensor]["dtype"], "BF16");
+    let at = header[tensor]["data_offsets"][0].as_u64().unwrap() as usize + 2 * index;
+    data[at..at + 2].copy_from_slice(&((value.to_bits() >> 16) as u16).to_le_bytes());
+    join(&file, &header, &data);
+    dir
+}
+
+#[test]
+fn quantize_refuses_weights_its_format_cannot_hold() {
+    let q = "model.layers.1.self_attn.q_proj.weight";
+    let cases: [(&str, f32, &str, &[&str]); 5] = [
+        ("f16", 70000.0, "f16", &["65504"]),
+        ("q8_0", 1e38, "q8_0", &["8319008"]),
+        ("q4_k_m", 1e38, "q4_K", &["about"]),
+        ("q4_k_m", -1e7, "q4_K", &["about"]),
+        ("q6_k", 1e38, "q6_K", &["about"]),
+    ];
+    for (i, (ftype, value, ty, extra)) in cases.into_iter().enumerate() {
+        let dir = bf16_checkpoint(&format!("{ftype}-{i}"), q, 5, value);
+        let out = dir.join("out.gguf");
+        let mut needles = vec![q, "row 0", "column 5", ty];
+        needles.extend_from_slice(extra);
+        refused(
+            &["quantize", s(&dir), "--type", ftype, "--out", s(&out)],
+            &needles,
+        );
+        assert!(!out.exists(), "{ftype}: an output was written");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    // f32::MAX (an f32 checkpoint) rounds to infinity in bf16.
+    let dir = copy_good("quant-bf16");
+    let t = "model.layers.0.self_attn.q_proj.weight";
+    poison(&dir, t, 3, f32::MAX);
+    let out = dir.join("out.gguf");
+    refused(
+        &["quantize", s(&dir), "--type", "bf16", "--out", s(&out)],
+        &[t, "row 0", "column 3", "bf16", "3.38953"],
+    );
+}
