@@ -471,7 +471,10 @@ fn engine_and_params_agree_on_defaulted_kv_heads() {
     for (name, text) in llm_anatomy::params::BUNDLED {
         let published: serde_json::Value = serde_json::from_str(text).unwrap();
         let mut removed = published.clone();
-        removed.as_object_mut().unwrap().remove("num_key_value_heads");
+        removed
+            .as_object_mut()
+            .unwrap()
+            .remove("num_key_value_heads");
         for v in [&published, &removed] {
             let params = llm_anatomy::params::ModelConfig::from_json(v, name).unwrap();
             if let Ok(engine) = Qwen3Config::from_json(v, name) {
@@ -487,5 +490,8 @@ fn engine_and_params_agree_on_defaulted_kv_heads() {
     a3b.as_object_mut().unwrap().remove("num_key_value_heads");
     let c = llm_anatomy::params::ModelConfig::from_json(&a3b, "a3b").unwrap();
     assert_eq!(c.num_key_value_heads, 4);
-    assert_eq!(llm_anatomy::params::count(&c).kv_cache_bytes_per_token_bf16, 98_304);
+    assert_eq!(
+        llm_anatomy::params::count(&c).kv_cache_bytes_per_token_bf16,
+        98_304
+    );
 }
