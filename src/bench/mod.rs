@@ -394,7 +394,6 @@ fn best_pattern(patterns: &[ReadPattern]) -> &ReadPattern {
         .unwrap_or(&patterns[0])
 }
 
-// ANCHOR: check_ceiling
 /// A decode that reads weights faster than the probe could read memory: the probe was not
 /// a ceiling, a measurement fault of ours (the CLI exits 1 after printing the report).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -447,7 +446,6 @@ pub fn check_ceiling(r: &BenchReport) -> std::result::Result<(), CeilingExceeded
         &r.machine.mem_read_pattern,
     )
 }
-// ANCHOR_END: check_ceiling
 
 /// A short human-readable summary of a report.
 pub fn text_report(r: &BenchReport) -> String {

@@ -72,7 +72,6 @@ pub fn probe_bytes(requested: usize) -> usize {
 /// A streaming loop: the XOR of a slice's words, read with the given loads.
 type ReadFn = fn(&[u32], ReadIsa) -> u32;
 
-// ANCHOR: stream
 /// The streaming patterns: S interleaved streams per thread (S = 1 is one sequential
 /// stream), a line of each per step. One stream per core can leave the memory idle between
 /// misses, while the matvec tiles read 4 weight rows at once and prefetch the next 4; which
@@ -148,9 +147,7 @@ pub fn stream(threads: usize, bytes: usize) -> (Vec<ReadPattern>, f64) {
     std::hint::black_box((sink, &a));
     (patterns, best_triad)
 }
-// ANCHOR_END: stream
 
-// ANCHOR: matvec_probe
 /// Columns of the probe matrix: the hidden size of the bench model (a decode step's
 /// projections and LM head have rows of this length).
 const PROBE_COLS: usize = 2048;
@@ -303,7 +300,6 @@ impl Drop for TempFile {
         let _ = std::fs::remove_file(&self.0);
     }
 }
-// ANCHOR_END: matvec_probe
 
 /// Iterations of each register-resident peak loop.
 const PEAK_ITERS: u64 = 20_000_000;
@@ -325,7 +321,6 @@ fn peak(threads: usize, iters: u64, body: fn(u64, u32) -> f64) -> f64 {
     best
 }
 
-// ANCHOR: fma_peak
 /// The f32 FMA loop the matmul kernels' width allows: "avx512f", "avx2+fma" or "scalar".
 pub fn fma_kernel() -> &'static str {
     #[cfg(target_arch = "x86_64")]
@@ -425,7 +420,6 @@ fn fma_loop_avx512(iters: u64, seed: f32) -> f32 {
     }
     _mm512_reduce_add_ps(s)
 }
-// ANCHOR_END: fma_peak
 
 /// The int8 dot-product instruction this CPU has: "avx512vnni" (`vpdpbusd`, 512 bits),
 /// "avxvnni" (`vpdpbusd`, 256 bits), or "not supported by this CPU" (an AVX2-only CPU
@@ -540,7 +534,6 @@ fn bf16_loop(iters: u64, seed: u32) -> f64 {
     0.0
 }
 
-// ANCHOR: dot_peaks
 /// Independent accumulators of the VNNI and bf16 loops: each chain waits for its previous
 /// dot product (latency 4-6 cycles on recent cores) while two units can start one each
 /// per cycle, so at least 12 must be in flight (12 + 2 operands fit the 16 ymm registers
@@ -630,7 +623,6 @@ fn bf16_loop_avx512(iters: u64, seed: u32) -> f32 {
     }
     _mm512_reduce_add_ps(s)
 }
-// ANCHOR_END: dot_peaks
 
 #[cfg(test)]
 mod tests {

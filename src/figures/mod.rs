@@ -15,6 +15,7 @@ mod long_context;
 mod moe;
 mod optim;
 mod params;
+mod performance;
 mod position;
 mod quant;
 mod qwen3;
@@ -120,6 +121,11 @@ pub const FIGURES: &[Figure] = &[
         name: "trained_word_experts",
         size: (1000, 720),
         draw: qwen3::trained_word_experts,
+    },
+    Figure {
+        name: "roofline",
+        size: (900, 560),
+        draw: performance::roofline,
     },
     Figure {
         name: "quant_error",

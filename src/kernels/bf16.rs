@@ -396,7 +396,6 @@ mod kernels {
 
     type TileArgs<'a> = (&'a [u16], usize, &'a [&'a [u16]], Out, usize, usize);
 
-    // ANCHOR: bf16_tile
     /// One R×T tile of dot products, 32 columns (one cache line of each weight row) a
     /// step: `acc += w·x` by `vdpbf16ps` for each piece of `x`, the `cols % 32` tail by
     /// masked loads.
@@ -445,7 +444,6 @@ mod kernels {
             }
         }
     }
-    // ANCHOR_END: bf16_tile
 
     /// `acc[i][j] += w_i · x_j` over 32 columns, by pairs.
     #[inline]
@@ -462,7 +460,6 @@ mod kernels {
         }
     }
 
-    // ANCHOR: bf16_panel
     /// Rows of `w` against panels of [`PANEL`] tokens as outer products: a step of the
     /// 8-row × 32-token tile broadcasts one weight pair of each row (one 32-bit lane) and
     /// multiplies it into the 32 tokens' column pairs (two vectors).
@@ -525,5 +522,4 @@ mod kernels {
             }
         }
     }
-    // ANCHOR_END: bf16_panel
 }

@@ -71,7 +71,6 @@ impl Matrix<'_> {
     }
 }
 
-// ANCHOR: matmul_grouped
 /// A grouped matmul (the MoE layer's shape): for each group `g`,
 /// `out[g.first_out + j, r] = Σ_c W[r, c] · xs[g.first_in + j, c]` for `j < g.n`, with
 /// `W = matrix(g.matrix)`. Every matrix has the same `[rows, cols]`; `xs` is `[·, cols]`
@@ -87,7 +86,6 @@ pub fn matmul_grouped<'w>(
 ) {
     grouped_with(matrix, groups, xs, out, x86::use_avx512());
 }
-// ANCHOR_END: matmul_grouped
 
 fn grouped_with<'w>(
     matrix: impl Fn(usize) -> Matrix<'w> + Sync,

@@ -190,7 +190,6 @@ unsafe fn tiles_avx2<E: Elem>(w: &[E], cols: usize, xs: &[f32], n: usize, out: O
     }
 }
 
-// ANCHOR: tile
 /// One R×T register tile: R weight rows against T token rows, 8 columns per step, R·T
 /// independent accumulators; the `cols % 8` tail is summed in scalar.
 ///
@@ -198,6 +197,7 @@ unsafe fn tiles_avx2<E: Elem>(w: &[E], cols: usize, xs: &[f32], n: usize, out: O
 /// Rows `r..r+R` of `w` (`[rows, cols]`, rows of this task's block) and tokens `t..t+T`
 /// of `xs` must exist, and the CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
+// ANCHOR: tile
 unsafe fn tile<E: Elem, const R: usize, const T: usize>(
     w: &[E],
     cols: usize,
@@ -237,6 +237,7 @@ unsafe fn tile<E: Elem, const R: usize, const T: usize>(
         }
         c += 8;
     }
+    // ANCHOR_END: tile
     for (i, a) in acc.iter().enumerate() {
         let wr = &w[(r + i) * cols..(r + i + 1) * cols];
         for (j, v) in a.iter().enumerate() {
@@ -256,7 +257,6 @@ unsafe fn tile<E: Elem, const R: usize, const T: usize>(
         }
     }
 }
-// ANCHOR_END: tile
 
 /// [`tiles_avx2`] with 16-lane registers: 32 of them hold a 4×4 tile (16 accumulators,
 /// 4 weight vectors, 1 input vector) without spilling. (3×8 tiles, which share each
@@ -370,7 +370,6 @@ thread_local! {
     static WIDE_ROWS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-// ANCHOR: gemm_block
 /// Rows `r` of `w` against `n` tokens held in panels, as outer products. The rows are
 /// widened to f32 once per call; a step of the 8 × 32 register tile (16 accumulators)
 /// broadcasts one weight of each of 8 rows and loads 32 inputs of one column: every load
@@ -445,7 +444,6 @@ pub(super) unsafe fn gemm_block(w: &Matrix, r: Range<usize>, panels: &[f32], n: 
         }
     });
 }
-// ANCHOR_END: gemm_block
 
 // ------------------------------------------------------------------ attention
 

@@ -255,7 +255,6 @@ fn q4_k_scales(rows: &[u8], row_bytes: usize, b: usize) -> ([__m512; 8], [__m512
     (sc, m)
 }
 
-// ANCHOR: q4_k_lanes
 /// Q4_K: per 64-column chunk `c` of a super-block, the low nibbles are sub-block `2c`,
 /// the high ones `2c + 1`; per token and sub-block `s` (one activation block `j`),
 /// `d·sc_s·dx_j · Σ q·x̂ − dmin·m_s · dx_j·Σx̂`.
@@ -293,7 +292,6 @@ fn q4_k(
     }
     store(acc, sums);
 }
-// ANCHOR_END: q4_k_lanes
 
 /// Byte `k` of each lane of `v`, sign-extended.
 #[target_feature(enable = "avx512f")]
