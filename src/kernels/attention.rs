@@ -133,6 +133,20 @@ pub fn attend(
     attend_reference(q, d, kv, span, scale, scores, out);
 }
 
+/// The softmax weight the query head `qh` puts on the key at position `key` when it
+/// attends over `span` (0 when `span` does not hold it): the `p_key` of
+/// [`attend_reference`], for tracing where a head looks (the attention sink).
+pub fn key_weight(qh: &[f32], kv: KvHead, span: Range<usize>, scale: f32, key: usize) -> f32 {
+    if !span.contains(&key) {
+        return 0.0;
+    }
+    let d = qh.len();
+    let score = |j: usize| dot(qh, &kv.keys[j * kv.stride + kv.offset..][..d]) * scale;
+    let max = span.clone().map(score).fold(f32::NEG_INFINITY, f32::max);
+    let sum: f32 = span.map(|j| (score(j) - max).exp()).sum();
+    (score(key) - max).exp() / sum
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,6 +343,38 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// [`key_weight`] is the weight [`attend_reference`] gives the key: with values that
+    /// are 1 at that key and 0 elsewhere, the attention output is exactly that weight.
+    #[test]
+    fn key_weight_is_the_softmax_weight_attention_uses() {
+        let (d, positions) = (16, 23);
+        let keys: Vec<f32> = (0..positions * d)
+            .map(|s| ((s * 7919 % 1009) as f32 - 504.0) / 100.0)
+            .collect();
+        let q: Vec<f32> = (0..d).map(|s| (s as f32 - 7.0) / 5.0).collect();
+        for key in [0, 5, 22] {
+            let values: Vec<f32> = (0..positions * d)
+                .map(|s| f32::from(s / d == key && s % d == 0))
+                .collect();
+            let kv = KvHead {
+                keys: &keys,
+                values: &values,
+                stride: d,
+                offset: 0,
+            };
+            for span in [0..positions, 3..positions, 0..key + 1] {
+                let mut out = vec![0.0; d];
+                attend_reference(&q, d, kv, span.clone(), 0.25, &mut Vec::new(), &mut out);
+                let w = key_weight(&q, kv, span.clone(), 0.25, key);
+                assert!(
+                    (w - out[0]).abs() <= 4.0 * f32::EPSILON,
+                    "{span:?} key {key}: {w} vs {}",
+                    out[0]
+                );
             }
         }
     }

@@ -20,15 +20,17 @@
 //! equals transformers' `Qwen3MoeForCausalLM` to ~1e-6 (tests/qwen3_transformers.rs).
 
 use crate::error::{Error, Result};
-use crate::kernels::attention::{KvHead, Mask, attend, attend_reference};
+use crate::kernels::attention::{KvHead, Mask, attend, attend_reference, key_weight};
 use crate::kernels::{Matrix, first_non_finite, rmsnorm};
-use crate::moe::{MoeScratch, Routing, moe_bucketed, moe_fast_into};
+use crate::moe::Routing;
 use crate::position::rope::{RopeTable, apply_rope};
 use crate::qwen3::config::Qwen3Config;
+use crate::qwen3::ffn::FfnScratch;
 use crate::qwen3::finite::{Stage, locate};
 use crate::qwen3::kv_cache::KvCache;
 use crate::qwen3::tensors::Tensors;
-use crate::qwen3::weights::{Attention, Ffn, Weights};
+use crate::qwen3::trace::{QkLayer, Trace};
+use crate::qwen3::weights::{Attention, Layer, Weights};
 
 /// A loaded model: its config and weight views into a checkpoint, a GGUF file or an f32
 /// store ([`Tensors`]).
@@ -46,6 +48,8 @@ pub struct Model<'a> {
 #[derive(Debug)]
 pub struct Session {
     pub cache: KvCache,
+    /// When set, each forward call records what [`Trace`] holds (off by default).
+    pub trace: Option<Trace>,
     rope: RopeTable,
     scratch: Scratch,
 }
@@ -94,9 +98,8 @@ struct Scratch {
     head: Vec<f32>,
     /// Attention scores of one query against the cache.
     scores: Vec<f32>,
-    /// The MoE layer's buffers and a dense MLP's gate/up buffer.
-    moe: MoeScratch,
-    mlp: Vec<f32>,
+    /// The feed-forward block's buffers.
+    ffn: FfnScratch,
     /// Logits of the last call `[rows, vocab]`.
     logits: Vec<f32>,
 }
@@ -163,6 +166,7 @@ impl<'a> Model<'a> {
         let init = c.rope.init(Some(capacity))?;
         Ok(Session {
             cache: KvCache::new(c.num_hidden_layers, c.kv_dim(), capacity),
+            trace: None,
             rope: RopeTable::new(&init.inv_freq, capacity, init.attention_factor),
             scratch: Scratch::default(),
         })
@@ -198,7 +202,9 @@ impl<'a> Model<'a> {
     /// model and returns the logits, `[rows, vocab]` with one row per position or only the
     /// last (`want`). They stay in the session's buffer, and `routing` (when given)
     /// receives every MoE layer's choices, so once the buffers have grown a decode step
-    /// allocates nothing (tests/no_alloc.rs counts).
+    /// allocates nothing (tests/no_alloc.rs counts). A session holding a
+    /// [`Trace`](crate::qwen3::trace::Trace) also gets the call's attention-sink shares,
+    /// routing and (on request) queries and keys there.
     pub fn forward<'s>(
         &self,
         session: &'s mut Session,
@@ -207,19 +213,8 @@ impl<'a> Model<'a> {
         mut routing: Option<&mut Vec<LayerRouting>>,
     ) -> Result<&'s [f32]> {
         let c = &self.config;
-        let w = &self.weights;
-        let (n, h) = (ids.len(), c.hidden_size);
-        if n == 0 {
-            return Err(Error::Invalid(
-                "no token ids given (the input is empty)".into(),
-            ));
-        }
-        if let Some(&bad) = ids.iter().find(|&&id| id as usize >= c.vocab_size) {
-            return Err(Error::Invalid(format!(
-                "token id {bad} is out of range (vocab_size = {})",
-                c.vocab_size
-            )));
-        }
+        self.check_ids(ids)?;
+        let n = ids.len();
         session.cache.reserve(n)?;
         let rows = match want {
             Logits::All => n,
@@ -227,79 +222,104 @@ impl<'a> Model<'a> {
         };
         session.scratch.resize(c, n, rows, session.cache.capacity());
         let past = session.cache.len();
+        if let Some(trace) = session.trace.as_mut() {
+            trace.begin(past, n, c.num_hidden_layers, c.num_attention_heads);
+        }
 
         // 1. Embedding: row `id` of embed_tokens.
+        let h = c.hidden_size;
         for (x, &id) in session.scratch.x.chunks_exact_mut(h).zip(ids) {
-            w.embed_tokens.row_into(id as usize, x);
+            self.weights.embed_tokens.row_into(id as usize, x);
         }
         self.check_finite(&session.scratch, Stage::Embedding, ids, past)?;
 
-        // ANCHOR: decoder_layer
-        // 2. The decoder layers, each two pre-norm residual sub-blocks.
-        for (l, layer) in w.layers.iter().enumerate() {
-            let s = &mut session.scratch;
-            for (x, xn) in s.x.chunks_exact(h).zip(s.xn.chunks_exact_mut(h)) {
-                rmsnorm(x, &layer.input_layernorm, c.rms_norm_eps, xn);
-            }
-            self.attention(l, &layer.self_attn, past, n, session);
-            let s = &mut session.scratch;
-            add_in_place(&mut s.x, &s.y);
-            self.check_finite(s, Stage::Attention(l), ids, past)?;
-
-            for (x, xn) in s.x.chunks_exact(h).zip(s.xn.chunks_exact_mut(h)) {
-                rmsnorm(x, &layer.post_attention_layernorm, c.rms_norm_eps, xn);
-            }
-            match &layer.mlp {
-                Ffn::Dense(mlp) if self.reference => mlp.forward_batch(&s.xn, &mut s.y),
-                Ffn::Dense(mlp) => mlp.forward_batch_fast(&s.xn, &mut s.y, &mut s.mlp),
-                Ffn::Moe { router, experts } if self.reference => {
-                    let k = c.num_experts_per_tok;
-                    let (y, r) = moe_bucketed(&s.xn, h, router, experts, k, c.norm_topk_prob);
-                    s.y.copy_from_slice(&y);
-                    if let Some(routing) = routing.as_deref_mut() {
-                        routing.push(LayerRouting {
-                            layer: l,
-                            routing: r,
-                        });
-                    }
-                }
-                // ANCHOR_END: decoder_layer
-                Ffn::Moe { router, experts } => {
-                    let k = c.num_experts_per_tok;
-                    moe_fast_into(
-                        &s.xn,
-                        router,
-                        experts,
-                        k,
-                        c.norm_topk_prob,
-                        &mut s.moe,
-                        &mut s.y,
-                    );
-                    if let Some(r) = routing.as_deref_mut() {
-                        r.push(LayerRouting {
-                            layer: l,
-                            routing: s.moe.routings(k),
-                        });
-                    }
-                }
-            }
-            add_in_place(&mut s.x, &s.y);
-            self.check_finite(s, Stage::Ffn(l), ids, past)?;
+        // 2. The decoder layers.
+        for (l, layer) in self.weights.layers.iter().enumerate() {
+            self.decoder_layer(l, layer, ids, past, session, routing.as_deref_mut())?;
         }
         session.cache.advance(n);
 
         // 3. Final RMSNorm and the LM head, for the positions asked for.
         let s = &mut session.scratch;
         let last = (n - rows) * h..n * h;
-        for (x, xn) in s.x[last.clone()]
-            .chunks_exact(h)
-            .zip(s.xn[last.clone()].chunks_exact_mut(h))
-        {
-            rmsnorm(x, &w.norm, c.rms_norm_eps, xn);
-        }
-        self.project(&w.lm_head, &s.xn[last], &mut s.logits);
+        rmsnorm_rows(
+            &s.x[last.clone()],
+            &self.weights.norm,
+            c,
+            &mut s.xn[last.clone()],
+        );
+        self.project(&self.weights.lm_head, &s.xn[last], &mut s.logits);
         self.check_finite(s, Stage::Logits, &ids[n - rows..], past + n - rows)?;
         Ok(&session.scratch.logits)
+    }
+
+    /// One decoder layer over the call's positions: two pre-norm residual sub-blocks,
+    /// attention then the feed-forward block, each checked for a non-finite stream.
+    fn decoder_layer(
+        &self,
+        l: usize,
+        layer: &Layer,
+        ids: &[u32],
+        past: usize,
+        session: &mut Session,
+        routing: Option<&mut Vec<LayerRouting>>,
+    ) -> Result<()> {
+        let c = &self.config;
+        // ANCHOR: decoder_layer
+        let s = &mut session.scratch;
+        rmsnorm_rows(&s.x, &layer.input_layernorm, c, &mut s.xn);
+        self.attention(l, &layer.self_attn, past, ids.len(), session);
+        let s = &mut session.scratch;
+        add_in_place(&mut s.x, &s.y);
+        self.check_finite(s, Stage::Attention(l), ids, past)?;
+
+        rmsnorm_rows(&s.x, &layer.post_attention_layernorm, c, &mut s.xn);
+        let record = routing.is_some() || session.trace.is_some();
+        let chosen = layer
+            .mlp
+            .forward(c, self.reference, &s.xn, &mut s.y, &mut s.ffn, record);
+        add_in_place(&mut s.x, &s.y);
+        self.check_finite(s, Stage::Ffn(l), ids, past)?;
+        // ANCHOR_END: decoder_layer
+        if let Some(chosen) = chosen {
+            let layer_routing = LayerRouting {
+                layer: l,
+                routing: chosen,
+            };
+            if let Some(trace) = session.trace.as_mut() {
+                trace.routing.push(layer_routing.clone());
+            }
+            if let Some(routing) = routing {
+                routing.push(layer_routing);
+            }
+        }
+        Ok(())
+    }
+
+    /// Every id must index the vocabulary, and a call needs at least one.
+    fn check_ids(&self, ids: &[u32]) -> Result<()> {
+        if ids.is_empty() {
+            return Err(Error::Invalid(
+                "no token ids given (the input is empty)".into(),
+            ));
+        }
+        let vocab = self.config.vocab_size;
+        match ids.iter().find(|&&id| id as usize >= vocab) {
+            Some(bad) => Err(Error::Invalid(format!(
+                "token id {bad} is out of range (vocab_size = {vocab})"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Queries and keys of every layer as attention sees them (after q/k-norm and RoPE),
+    /// for all positions of `ids` run as one prefill: the input of an analysis of `q·k`
+    /// against distance. See [`QkLayer`] for the layout.
+    pub fn qk_per_layer(&self, ids: &[u32]) -> Result<Vec<QkLayer>> {
+        let mut session = self.session(ids.len())?;
+        session.trace = Some(Trace::with_qk());
+        self.forward(&mut session, ids, Logits::Last, None)?;
+        Ok(session.trace.take().map(|t| t.qk).unwrap_or_default())
     }
 
     /// After `stage`, the hidden state (or, after [`Stage::Logits`], the logits) must be
@@ -317,6 +337,7 @@ impl<'a> Model<'a> {
         let k = self.config.num_experts_per_tok;
         let experts = match stage {
             Stage::Ffn(l) if self.config.is_moe_layer(l) => s
+                .ffn
                 .moe
                 .chosen
                 .get(position * k..(position + 1) * k)
@@ -339,16 +360,85 @@ impl<'a> Model<'a> {
     /// reads `scratch.xn`, stores the new keys/values in the cache, writes `scratch.y`.
     fn attention(&self, l: usize, a: &Attention, past: usize, n: usize, session: &mut Session) {
         let c = &self.config;
+        self.qkv_rope(l, a, past, n, session);
         let Session {
             cache,
-            rope,
             scratch: s,
+            trace,
+            ..
         } = session;
         let (h, d) = (c.hidden_size, c.head_dim);
         let (qd, kvd) = (c.q_dim(), c.kv_dim());
         let group = c.num_attention_heads / c.num_key_value_heads;
         let scale = (d as f64).powf(-0.5) as f32;
 
+        // softmax(q·kᵀ/√d)·v over the visible cached positions, head by head; positions
+        // are independent, so a prefill spreads them over rayon's threads.
+        let (keys, values) = cache.layer(l, past + n);
+        let mask = c.sliding_window[l].map_or(Mask::Causal, Mask::SlidingWindow);
+        let q_all = &s.q;
+        let kv_head = |g: usize| KvHead {
+            keys,
+            values,
+            stride: kvd,
+            offset: g * d,
+        };
+        let one = |t: usize, out: &mut [f32], scores: &mut Vec<f32>| {
+            let pos = past + t;
+            for (g, o) in out.chunks_exact_mut(group * d).enumerate() {
+                // The `group` query heads sharing KV head g are adjacent in q.
+                let q = &q_all[t * qd + g * group * d..t * qd + (g + 1) * group * d];
+                if self.reference {
+                    attend_reference(q, d, kv_head(g), mask.span(pos), scale, scores, o);
+                } else {
+                    attend(q, d, kv_head(g), mask.span(pos), scale, scores, o);
+                }
+            }
+        };
+        if n == 1 {
+            one(0, &mut s.attn, &mut s.scores);
+        } else {
+            use rayon::prelude::*;
+            s.attn
+                .par_chunks_mut(qd)
+                .enumerate()
+                .for_each_init(Vec::new, |scores, (t, out)| one(t, out, scores));
+        }
+        if let Some(trace) = trace.as_mut() {
+            // The weight each query head puts on position 0, recomputed from the same
+            // scores (only when tracing, so the kernels stay as they are).
+            use rayon::prelude::*;
+            let heads = c.num_attention_heads;
+            trace
+                .sink_layer_mut(l)
+                .par_chunks_mut(heads)
+                .enumerate()
+                .for_each(|(t, row)| {
+                    let span = mask.span(past + t);
+                    for (head, share) in row.iter_mut().enumerate() {
+                        let q = &q_all[t * qd + head * d..t * qd + (head + 1) * d];
+                        *share = key_weight(q, kv_head(head / group), span.clone(), scale, 0);
+                    }
+                });
+        }
+        self.project(&a.o_proj, &s.attn, &mut s.y);
+        for y in s.y.chunks_exact_mut(h) {
+            add_bias(y, a.o_bias.as_deref());
+        }
+    }
+
+    /// q, k, v of layer `l` for the new positions, with biases, per-head q/k RMSNorm and
+    /// RoPE; the keys and values go into the cache (and q, k into a trace that keeps them).
+    fn qkv_rope(&self, l: usize, a: &Attention, past: usize, n: usize, session: &mut Session) {
+        let c = &self.config;
+        let Session {
+            cache,
+            rope,
+            scratch: s,
+            trace,
+        } = session;
+        let d = c.head_dim;
+        let (qd, kvd) = (c.q_dim(), c.kv_dim());
         // ANCHOR: qk_norm_rope
         // q, k, v for the new positions (one batched matmul each, weights read once);
         // then per-head RMSNorm (Qwen3; Qwen2 has none) and RoPE at each position.
@@ -375,42 +465,12 @@ impl<'a> Model<'a> {
             cache.write(l, past + t, k, v);
         }
         // ANCHOR_END: qk_norm_rope
-
-        // softmax(q·kᵀ/√d)·v over the visible cached positions, head by head; positions
-        // are independent, so a prefill spreads them over rayon's threads.
-        let (keys, values) = cache.layer(l, past + n);
-        let mask = c.sliding_window[l].map_or(Mask::Causal, Mask::SlidingWindow);
-        let q_all = &s.q;
-        let one = |t: usize, out: &mut [f32], scores: &mut Vec<f32>| {
-            let pos = past + t;
-            for (g, o) in out.chunks_exact_mut(group * d).enumerate() {
-                // The `group` query heads sharing KV head g are adjacent in q.
-                let q = &q_all[t * qd + g * group * d..t * qd + (g + 1) * group * d];
-                let kv = KvHead {
-                    keys,
-                    values,
-                    stride: kvd,
-                    offset: g * d,
-                };
-                if self.reference {
-                    attend_reference(q, d, kv, mask.span(pos), scale, scores, o);
-                } else {
-                    attend(q, d, kv, mask.span(pos), scale, scores, o);
-                }
-            }
-        };
-        if n == 1 {
-            one(0, &mut s.attn, &mut s.scores);
-        } else {
-            use rayon::prelude::*;
-            s.attn
-                .par_chunks_mut(qd)
-                .enumerate()
-                .for_each_init(Vec::new, |scores, (t, out)| one(t, out, scores));
-        }
-        self.project(&a.o_proj, &s.attn, &mut s.y);
-        for y in s.y.chunks_exact_mut(h) {
-            add_bias(y, a.o_bias.as_deref());
+        if let Some(trace) = trace.as_mut().filter(|t| t.keep_qk) {
+            trace.qk.push(QkLayer {
+                layer: l,
+                q: s.q.clone(),
+                k: s.k.clone(),
+            });
         }
     }
 }
@@ -447,6 +507,14 @@ fn session_bytes(c: &Qwen3Config, capacity: usize) -> u128 {
     let moe = c.num_experts as u128 + k * (2 * h + 2 * c.moe_intermediate_size as u128 + 4);
     let per_position = 3 * h + 3 * q + 2 * kv + 1 + moe + 2 * c.intermediate_size as u128;
     4 * (kv_cache + rope + cap * per_position + c.vocab_size as u128)
+}
+
+/// RMSNorm of each `hidden`-wide row of `xs` into `out`.
+fn rmsnorm_rows(xs: &[f32], weight: &[f32], c: &Qwen3Config, out: &mut [f32]) {
+    let h = c.hidden_size;
+    for (x, o) in xs.chunks_exact(h).zip(out.chunks_exact_mut(h)) {
+        rmsnorm(x, weight, c.rms_norm_eps, o);
+    }
 }
 
 fn add_in_place(x: &mut [f32], y: &[f32]) {

@@ -1,0 +1,46 @@
+//! A layer's feed-forward block as one forward, whatever it is: a dense SwiGLU MLP or a
+//! routed mixture of experts, each with a clear (reference) and a fast arm. The decoder
+//! layer calls [`Ffn::forward`] once, as candle's `Qwen3FeedForward` is called.
+
+use crate::moe::{MoeScratch, Routing, moe_bucketed, moe_fast_into};
+use crate::qwen3::config::Qwen3Config;
+use crate::qwen3::weights::Ffn;
+
+/// Buffers a feed-forward call reuses: the MoE layer's and a dense MLP's gate/up rows.
+#[derive(Debug, Default)]
+pub struct FfnScratch {
+    pub moe: MoeScratch,
+    mlp: Vec<f32>,
+}
+
+impl Ffn<'_> {
+    /// `y = FFN(xn)` for the rows of `xn` (`[n, hidden]` each), with the clear kernels when
+    /// `reference`. An MoE layer returns its router's choices per position when `record`
+    /// is set (building them allocates, so decoding without a trace leaves it off).
+    pub fn forward(
+        &self,
+        c: &Qwen3Config,
+        reference: bool,
+        xn: &[f32],
+        y: &mut [f32],
+        s: &mut FfnScratch,
+        record: bool,
+    ) -> Option<Vec<Routing>> {
+        let k = c.num_experts_per_tok;
+        match self {
+            Ffn::Dense(mlp) if reference => mlp.forward_batch(xn, y),
+            Ffn::Dense(mlp) => mlp.forward_batch_fast(xn, y, &mut s.mlp),
+            Ffn::Moe { router, experts } if reference => {
+                let h = c.hidden_size;
+                let (out, routing) = moe_bucketed(xn, h, router, experts, k, c.norm_topk_prob);
+                y.copy_from_slice(&out);
+                return record.then_some(routing);
+            }
+            Ffn::Moe { router, experts } => {
+                moe_fast_into(xn, router, experts, k, c.norm_topk_prob, &mut s.moe, y);
+                return record.then(|| s.moe.routings(k));
+            }
+        }
+        None
+    }
+}
