@@ -91,6 +91,18 @@ pub const TABLE: &[(&str, &str)] = &[
         "model.layers.{l}.mlp.down_proj.weight",
         "blk.{l}.ffn_down.weight",
     ),
+    // Gemma 3's sandwich norms. Its Hugging Face `post_attention_layernorm` is the norm
+    // on the attention output, which llama.cpp names `post_attention_norm`; the loader
+    // asks for it by that name (the row above maps the Hugging Face name to the pre-FFN
+    // norm every other family means by it).
+    (
+        "model.layers.{l}.post_attention_norm.weight",
+        "blk.{l}.post_attention_norm.weight",
+    ),
+    (
+        "model.layers.{l}.post_feedforward_layernorm.weight",
+        "blk.{l}.post_ffw_norm.weight",
+    ),
 ];
 
 /// Where a Hugging Face tensor lives in a GGUF file: a tensor name and, for an expert's

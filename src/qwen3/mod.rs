@@ -39,6 +39,7 @@ pub mod to_gguf;
 pub mod tour;
 pub mod trace;
 pub mod trained;
+pub mod variant;
 pub mod weights;
 pub mod word_classes;
 

@@ -23,9 +23,9 @@ use crate::error::{Error, Result};
 use crate::kernels::attention::{KvHead, Mask, attend, attend_reference, key_weight};
 use crate::kernels::{Matrix, first_non_finite, rmsnorm};
 use crate::moe::Routing;
-use crate::position::rope::{RopeTable, apply_rope};
+use crate::position::rope::{RopeTable, apply_rope, apply_rope_interleaved};
 use crate::qwen3::config::Qwen3Config;
-use crate::qwen3::ffn::FfnScratch;
+use crate::qwen3::ffn::{FfnScratch, project};
 use crate::qwen3::finite::{Stage, locate};
 use crate::qwen3::kv_cache::KvCache;
 use crate::qwen3::tensors::Tensors;
@@ -51,6 +51,8 @@ pub struct Session {
     /// When set, each forward call records what [`Trace`] holds (off by default).
     pub trace: Option<Trace>,
     rope: RopeTable,
+    /// The sliding-window layers' own RoPE (Gemma 3), when the variant has one.
+    local_rope: Option<RopeTable>,
     scratch: Scratch,
 }
 
@@ -136,16 +138,9 @@ impl<'a> Model<'a> {
         }
     }
 
-    /// `out = xs · mᵀ` for the rows of `xs`: the batched matmul, or the reference matvec
-    /// row by row.
+    /// `out = xs · mᵀ` for the rows of `xs` ([`project`] with this model's kernels).
     fn project(&self, m: &Matrix, xs: &[f32], out: &mut [f32]) {
-        if self.reference {
-            for (x, o) in xs.chunks_exact(m.cols).zip(out.chunks_exact_mut(m.rows)) {
-                m.matvec(x, o);
-            }
-        } else {
-            m.matmul(xs, out);
-        }
+        project(m, self.reference, xs, out);
     }
 
     /// A fresh session for up to `capacity` positions (prompt plus generated tokens).
@@ -164,7 +159,19 @@ impl<'a> Model<'a> {
         // Dynamic NTK and LongRoPE pick their frequencies from the sequence length; we
         // use the session's, as transformers does for a single call of that length.
         let init = c.rope.init(Some(capacity))?;
+        let local_rope = match &self.weights.variant.local_rope {
+            Some(rope) => {
+                let init = rope.init(Some(capacity))?;
+                Some(RopeTable::new(
+                    &init.inv_freq,
+                    capacity,
+                    init.attention_factor,
+                ))
+            }
+            None => None,
+        };
         Ok(Session {
+            local_rope,
             cache: KvCache::new(c.num_hidden_layers, c.kv_dim(), capacity),
             trace: None,
             rope: RopeTable::new(&init.inv_freq, capacity, init.attention_factor),
@@ -226,10 +233,13 @@ impl<'a> Model<'a> {
             trace.begin(past, n, c.num_hidden_layers, c.num_attention_heads);
         }
 
-        // 1. Embedding: row `id` of embed_tokens.
-        let h = c.hidden_size;
+        // 1. Embedding: row `id` of embed_tokens (times Gemma's √hidden).
+        let (h, scale) = (c.hidden_size, self.weights.variant.embedding_scale);
         for (x, &id) in session.scratch.x.chunks_exact_mut(h).zip(ids) {
             self.weights.embed_tokens.row_into(id as usize, x);
+            if scale != 1.0 {
+                x.iter_mut().for_each(|v| *v *= scale);
+            }
         }
         self.check_finite(&session.scratch, Stage::Embedding, ids, past)?;
 
@@ -270,15 +280,15 @@ impl<'a> Model<'a> {
         rmsnorm_rows(&s.x, &layer.input_layernorm, c, &mut s.xn);
         self.attention(l, &layer.self_attn, past, ids.len(), session);
         let s = &mut session.scratch;
-        add_in_place(&mut s.x, &s.y);
+        add_normed(s, layer.post_attention_norm.as_deref(), c);
         self.check_finite(s, Stage::Attention(l), ids, past)?;
 
         rmsnorm_rows(&s.x, &layer.post_attention_layernorm, c, &mut s.xn);
         let record = routing.is_some() || session.trace.is_some();
-        let chosen = layer
-            .mlp
-            .forward(c, self.reference, &s.xn, &mut s.y, &mut s.ffn, record);
-        add_in_place(&mut s.x, &s.y);
+        let act = self.weights.variant.activation;
+        let chosen =
+            (layer.mlp).forward(c, self.reference, act, &s.xn, &mut s.y, &mut s.ffn, record);
+        add_normed(s, layer.post_feedforward_norm.as_deref(), c);
         self.check_finite(s, Stage::Ffn(l), ids, past)?;
         // ANCHOR_END: decoder_layer
         if let Some(chosen) = chosen {
@@ -370,7 +380,7 @@ impl<'a> Model<'a> {
         let (h, d) = (c.hidden_size, c.head_dim);
         let (qd, kvd) = (c.q_dim(), c.kv_dim());
         let group = c.num_attention_heads / c.num_key_value_heads;
-        let scale = (d as f64).powf(-0.5) as f32;
+        let scale = self.weights.variant.attention_scale;
 
         // softmax(q·kᵀ/√d)·v over the visible cached positions, head by head; positions
         // are independent, so a prefill spreads them over rayon's threads.
@@ -434,9 +444,18 @@ impl<'a> Model<'a> {
         let Session {
             cache,
             rope,
+            local_rope,
             scratch: s,
             trace,
         } = session;
+        let rope = match (c.sliding_window[l], local_rope.as_ref()) {
+            (Some(_), Some(local)) => local,
+            _ => rope,
+        };
+        let rotate = match self.weights.rope_interleaved {
+            true => apply_rope_interleaved,
+            false => apply_rope,
+        };
         let d = c.head_dim;
         let (qd, kvd) = (c.q_dim(), c.kv_dim());
         // ANCHOR: qk_norm_rope
@@ -459,7 +478,7 @@ impl<'a> Model<'a> {
                         s.head.copy_from_slice(head);
                         rmsnorm(&s.head, w, c.rms_norm_eps, head);
                     }
-                    apply_rope(head, cos, sin);
+                    rotate(head, cos, sin);
                 }
             }
             cache.write(l, past + t, k, v);
@@ -502,7 +521,7 @@ fn session_bytes(c: &Qwen3Config, capacity: usize) -> u128 {
     let (cap, h) = (capacity as u128, c.hidden_size as u128);
     let (q, kv) = (c.q_dim() as u128, c.kv_dim() as u128);
     let kv_cache = 2 * c.num_hidden_layers as u128 * cap * kv;
-    let rope = cap * c.head_dim as u128;
+    let rope = 2 * cap * c.head_dim as u128; // a global and (Gemma 3) a local table
     let k = c.num_experts_per_tok as u128;
     let moe = c.num_experts as u128 + k * (2 * h + 2 * c.moe_intermediate_size as u128 + 4);
     let per_position = 3 * h + 3 * q + 2 * kv + 1 + moe + 2 * c.intermediate_size as u128;
@@ -514,6 +533,18 @@ fn rmsnorm_rows(xs: &[f32], weight: &[f32], c: &Qwen3Config, out: &mut [f32]) {
     let h = c.hidden_size;
     for (x, o) in xs.chunks_exact(h).zip(out.chunks_exact_mut(h)) {
         rmsnorm(x, weight, c.rms_norm_eps, o);
+    }
+}
+
+/// The residual add `x += y` of a sub-block, with `y` RMS-normalised first (into `buf`)
+/// when the layer has a sandwich norm there.
+fn add_normed(s: &mut Scratch, norm: Option<&[f32]>, c: &Qwen3Config) {
+    match norm {
+        Some(w) => {
+            rmsnorm_rows(&s.y, w, c, &mut s.xn);
+            add_in_place(&mut s.x, &s.xn);
+        }
+        None => add_in_place(&mut s.x, &s.y),
     }
 }
 

@@ -20,6 +20,7 @@ use crate::kernels::Matrix;
 use crate::moe::Expert;
 use crate::qwen3::config::Qwen3Config;
 use crate::qwen3::tensors::Tensors;
+use crate::qwen3::variant::Variant;
 
 /// One layer's attention weights. Projections are `[out, in]`; the norms act on one head.
 #[derive(Debug)]
@@ -55,12 +56,19 @@ pub enum Ffn<'a> {
     },
 }
 
+/// One decoder layer. Norm weights already include the variant's offset (Gemma's `1 + w`).
 #[derive(Debug)]
 pub struct Layer<'a> {
     pub input_layernorm: Vec<f32>,
     pub self_attn: Attention<'a>,
+    /// Gemma 3's norm of the attention output before its residual add.
+    pub post_attention_norm: Option<Vec<f32>>,
+    /// The norm before the feed-forward block (transformers' name in Qwen and Llama;
+    /// Gemma calls it `pre_feedforward_layernorm`).
     pub post_attention_layernorm: Vec<f32>,
     pub mlp: Ffn<'a>,
+    /// Gemma 3's norm of the FFN output before its residual add.
+    pub post_feedforward_norm: Option<Vec<f32>>,
 }
 
 /// How the experts of the MoE layers were stored.
@@ -86,6 +94,13 @@ pub struct Weights<'a> {
     pub prefix: &'static str,
     /// The tensors came from a GGUF file (errors then give their GGUF names too).
     pub gguf_names: bool,
+    /// The architecture's settings of the forward pass.
+    pub variant: Variant,
+    /// q and k rows hold each RoPE plane as adjacent pairs: llama.cpp's converter permutes
+    /// the rows of `attn_q` / `attn_k` that way for architecture `llama` (to use its
+    /// interleaved rotation). Rotating interleaved pairs of those rows gives the same q·k
+    /// as transformers' half-split rotation of the unpermuted rows, so no row is moved.
+    pub rope_interleaved: bool,
 }
 
 impl<'a> Weights<'a> {
@@ -111,6 +126,17 @@ impl<'a> Weights<'a> {
             "model."
         };
         let (h, v) = (cfg.hidden_size, cfg.vocab_size);
+        let variant = Variant::of(cfg);
+        // llama.cpp's converter already adds Gemma's 1 to every norm weight it writes.
+        let offset = match ckpt.gguf_names() {
+            true => 0.0,
+            false => variant.norm_weight_offset,
+        };
+        let norm = |name: &str, len: usize| -> Result<Vec<f32>> {
+            let mut w = ckpt.vector(name, len)?;
+            w.iter_mut().for_each(|x| *x += offset);
+            Ok(w)
+        };
         let embed_tokens = ckpt.matrix(&format!("{p}embed_tokens.weight"), v, h)?;
         let lm_head = if cfg.tie_word_embeddings {
             embed_tokens
@@ -134,12 +160,21 @@ impl<'a> Weights<'a> {
                 (ffn, None)
             };
             layouts.extend(layout);
+            let [pre_ffn, post_attn, post_ffn] =
+                norm_roles(variant.sandwich_norms, ckpt.gguf_names());
+            let sandwich = |role: &str| -> Result<Option<Vec<f32>>> {
+                match variant.sandwich_norms {
+                    true => norm(&format!("{pre}.{role}.weight"), h).map(Some),
+                    false => Ok(None),
+                }
+            };
             layers.push(Layer {
-                input_layernorm: ckpt.vector(&format!("{pre}.input_layernorm.weight"), h)?,
-                self_attn: load_attention(cfg, &ckpt, &format!("{pre}.self_attn"))?,
-                post_attention_layernorm: ckpt
-                    .vector(&format!("{pre}.post_attention_layernorm.weight"), h)?,
+                input_layernorm: norm(&format!("{pre}.input_layernorm.weight"), h)?,
+                self_attn: load_attention(cfg, &ckpt, &format!("{pre}.self_attn"), &norm)?,
+                post_attention_norm: sandwich(post_attn)?,
+                post_attention_layernorm: norm(&format!("{pre}.{pre_ffn}.weight"), h)?,
                 mlp,
+                post_feedforward_norm: sandwich(post_ffn)?,
             });
             progress(l + 1, cfg.num_hidden_layers);
         }
@@ -148,16 +183,44 @@ impl<'a> Weights<'a> {
         Ok(Weights {
             embed_tokens,
             layers,
-            norm: ckpt.vector(&format!("{p}norm.weight"), h)?,
+            norm: norm(&format!("{p}norm.weight"), h)?,
             lm_head,
             expert_layout,
             prefix: p,
             gguf_names: ckpt.gguf_names(),
+            rope_interleaved: ckpt.gguf_names() && cfg.model_type == "llama",
+            variant,
         })
     }
 }
 
-fn load_attention<'a>(cfg: &Qwen3Config, ckpt: &Tensors<'a>, pre: &str) -> Result<Attention<'a>> {
+/// The roles of a layer's pre-FFN norm and (sandwich norms) of the norms on the attention
+/// and FFN outputs. Gemma's Hugging Face names reuse `post_attention_layernorm` for the
+/// norm on the attention output, while the GGUF table maps that name to the pre-FFN
+/// `ffn_norm` of every other family; a GGUF Gemma file is therefore asked for
+/// `post_attention_norm` (its own `blk.{l}.post_attention_norm`).
+fn norm_roles(sandwich: bool, gguf: bool) -> [&'static str; 3] {
+    match (sandwich, gguf) {
+        (false, _) => ["post_attention_layernorm", "", ""],
+        (true, true) => [
+            "post_attention_layernorm",
+            "post_attention_norm",
+            "post_feedforward_layernorm",
+        ],
+        (true, false) => [
+            "pre_feedforward_layernorm",
+            "post_attention_layernorm",
+            "post_feedforward_layernorm",
+        ],
+    }
+}
+
+fn load_attention<'a>(
+    cfg: &Qwen3Config,
+    ckpt: &Tensors<'a>,
+    pre: &str,
+    norm_vector: &dyn Fn(&str, usize) -> Result<Vec<f32>>,
+) -> Result<Attention<'a>> {
     let (h, q, kv, d) = (cfg.hidden_size, cfg.q_dim(), cfg.kv_dim(), cfg.head_dim);
     let bias = |present: bool, name: &str, len: usize| -> Result<Option<Vec<f32>>> {
         if present {
@@ -168,7 +231,7 @@ fn load_attention<'a>(cfg: &Qwen3Config, ckpt: &Tensors<'a>, pre: &str) -> Resul
     };
     let norm = |name: &str| -> Result<Option<Vec<f32>>> {
         if cfg.qk_norm {
-            ckpt.vector(&format!("{pre}.{name}.weight"), d).map(Some)
+            norm_vector(&format!("{pre}.{name}.weight"), d).map(Some)
         } else {
             Ok(None)
         }
