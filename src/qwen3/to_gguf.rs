@@ -77,6 +77,8 @@ impl PlannedTensor {
 #[derive(Clone, Debug)]
 pub struct Summary {
     pub ftype: FileType,
+    /// Where the vocabulary written came from.
+    pub vocab: VocabSource,
     pub tensors: Vec<PlannedTensor>,
     /// Bytes of the checkpoint's tensor data.
     pub input_bytes: u64,
@@ -113,156 +115,197 @@ fn canonical(name: &str, bare: bool) -> String {
     }
 }
 
-/// Every output tensor of `ckpt` (already checked against `cfg` by [`Weights::load`]), in
-/// llama.cpp's order (by layer, then by name), with the type `ftype` gives it.
-pub fn plan(cfg: &Qwen3Config, ckpt: &Checkpoint, ftype: FileType) -> Result<Vec<PlannedTensor>> {
-    let bare = !ckpt.contains("model.embed_tokens.weight") && ckpt.contains("embed_tokens.weight");
-    // GGUF name -> (shape, parts by expert index or 0).
-    let mut by_name: BTreeMap<String, (Vec<usize>, BTreeMap<usize, Part>)> = BTreeMap::new();
-    let mut add = |ckpt: &Checkpoint,
-                   gguf: String,
-                   expert: Option<usize>,
-                   hf: &str,
-                   row0,
-                   rows,
-                   shape: Vec<usize>| {
-        let part = Part {
-            hf: hf.to_string(),
-            row0,
-            rows,
-        };
-        let entry = by_name
-            .entry(gguf.clone())
+/// The checkpoint pieces gathered per GGUF tensor: its shape and its parts by expert
+/// index (0 for a tensor that is not an expert's).
+#[derive(Default)]
+struct Slots {
+    by_name: BTreeMap<String, (Vec<usize>, BTreeMap<usize, Part>)>,
+}
+
+impl Slots {
+    /// Puts `part` into GGUF tensor `gguf` of `shape` at `expert`'s slot; a shape that
+    /// disagrees with the tensor's or a slot filled twice is an error naming the tensor.
+    fn add(
+        &mut self,
+        ckpt: &Checkpoint,
+        gguf: String,
+        expert: Option<usize>,
+        part: Part,
+        shape: Vec<usize>,
+    ) -> Result<()> {
+        let entry = self
+            .by_name
+            .entry(gguf)
             .or_insert_with(|| (shape.clone(), BTreeMap::new()));
         if entry.0 != shape {
             let problem = CheckpointProblem::Shape {
                 found: shape,
                 expected: entry.0.clone(),
             };
-            return Err(tensor_error(ckpt, hf, problem));
+            return Err(tensor_error(ckpt, &part.hf, problem));
         }
         let slot = expert.unwrap_or(0);
         if let Some(prev) = entry.1.get(&slot) {
             // Two checkpoint tensors for one GGUF slot (say, fused and per-expert experts).
             let first = ckpt.file_of(&prev.hf).unwrap_or(ckpt.dir()).to_path_buf();
-            return Err(tensor_error(
-                ckpt,
-                hf,
-                CheckpointProblem::Duplicate { first },
-            ));
+            let problem = CheckpointProblem::Duplicate { first };
+            return Err(tensor_error(ckpt, &part.hf, problem));
         }
         entry.1.insert(slot, part);
         Ok(())
-    };
+    }
+}
+
+fn part(hf: &str, row0: usize, rows: usize) -> Part {
+    Part {
+        hf: hf.to_string(),
+        row0,
+        rows,
+    }
+}
+
+/// Rows of a tensor viewed as a matrix: all axes but the last.
+fn rows_of(shape: &[usize]) -> usize {
+    shape[..shape.len().saturating_sub(1)].iter().product()
+}
+
+/// Every output tensor of `ckpt` (already checked against `cfg` by [`Weights::load`]), in
+/// llama.cpp's order (by layer, then by name), with the type `ftype` gives it.
+pub fn plan(cfg: &Qwen3Config, ckpt: &Checkpoint, ftype: FileType) -> Result<Vec<PlannedTensor>> {
+    let bare = !ckpt.contains("model.embed_tokens.weight") && ckpt.contains("embed_tokens.weight");
+    let mut slots = Slots::default();
     for name in ckpt.names() {
-        let info = ckpt.info(name)?;
         let full = canonical(name, bare);
         if full == "lm_head.weight" && cfg.tie_word_embeddings {
             continue; // llama.cpp reads a tied head from token_embd.weight
         }
-        let rows_of = |s: &[usize]| s[..s.len().saturating_sub(1)].iter().product::<usize>();
-        // transformers' fused expert layout: gate_up_proj [E, 2I, H], down_proj [E, H, I].
-        if let Some(pre) = full.strip_suffix(".mlp.experts.gate_up_proj") {
-            let [e, two_i, h] = info.shape[..] else {
-                let problem = CheckpointProblem::Rank {
-                    found: info.shape.clone(),
-                    expected: 3,
-                };
-                return Err(tensor_error(ckpt, name, problem));
-            };
-            let i = two_i / 2;
-            for (which, offset) in [("gate_proj", 0), ("up_proj", i)] {
-                let per_expert = format!("{pre}.mlp.experts.0.{which}.weight");
-                let gguf = gguf_names::to_gguf(&per_expert).map(|g| g.name);
-                let Some(gguf) = gguf else {
-                    return Err(unknown_tensor(ckpt, name));
-                };
-                for x in 0..e {
-                    add(
-                        ckpt,
-                        gguf.clone(),
-                        Some(x),
-                        name,
-                        x * two_i + offset,
-                        i,
-                        vec![e, i, h],
-                    )?;
-                }
-            }
-            continue;
-        }
-        if let Some(pre) = full.strip_suffix(".mlp.experts.down_proj") {
-            let per_expert = format!("{pre}.mlp.experts.0.down_proj.weight");
-            let Some(gguf) = gguf_names::to_gguf(&per_expert).map(|g| g.name) else {
-                return Err(unknown_tensor(ckpt, name));
-            };
-            let rows = rows_of(&info.shape);
-            add(ckpt, gguf, None, name, 0, rows, info.shape.clone())?;
-            continue;
-        }
-        let Some(g) = gguf_names::to_gguf(&full) else {
-            return Err(unknown_tensor(ckpt, name));
-        };
-        let rows = rows_of(&info.shape);
-        match g.expert {
-            Some(x) => {
-                let mut shape = vec![cfg.num_experts];
-                shape.extend(&info.shape);
-                if x >= cfg.num_experts {
-                    return Err(Error::field(
-                        ckpt.dir().join("config.json").display().to_string(),
-                        "num_experts",
-                        format!(
-                            "{}, but the checkpoint has tensor `{name}`",
-                            cfg.num_experts
-                        ),
-                    ));
-                }
-                add(ckpt, g.name, Some(x), name, 0, rows, shape)?;
-            }
-            None => add(ckpt, g.name, None, name, 0, rows, info.shape.clone())?,
-        }
+        add_checkpoint_tensor(&mut slots, cfg, ckpt, name, &full)?;
     }
     let ctx = mix_context(cfg);
-    let mut out = Vec::with_capacity(by_name.len());
-    for (name, (shape, parts)) in by_name {
-        let stacked = shape.len() == 3 && gguf_names::stacks_experts(&name);
-        let want = if stacked { shape[0] } else { 1 };
-        let parts: Vec<Part> = parts.into_values().collect();
-        let rows: usize = parts.iter().map(|p| p.rows).sum();
-        let rows_needed: usize = shape[..shape.len().saturating_sub(1)].iter().product();
-        if rows != rows_needed || (stacked && parts.len() != want && parts.len() != 1) {
-            return Err(tensor_error(
-                ckpt,
-                &parts[0].hf,
-                CheckpointProblem::NoneOf {
-                    what: format!("complete set of {want} experts for `{name}`"),
-                    names: parts.iter().map(|p| p.hf.clone()).collect(),
-                },
-            ));
-        }
-        let role = TensorRole::from_gguf_name(&name);
-        let ty = choose_type(ftype, &role, &shape, &ctx);
-        if quant::mix::tensor_bytes(ty, &shape).is_none() {
-            return Err(tensor_error(
-                ckpt,
-                &parts[0].hf,
-                CheckpointProblem::Malformed(format!(
-                    "shape {shape:?} cannot be stored as {} (rows of {} weights)",
-                    ty.name(),
-                    shape.last().copied().unwrap_or(1)
-                )),
-            ));
-        }
-        out.push(PlannedTensor {
-            name,
-            shape,
-            ty,
-            parts,
-        });
-    }
+    let mut out = slots
+        .by_name
+        .into_iter()
+        .map(|(name, (shape, parts))| typed_tensor(ckpt, name, shape, parts, ftype, &ctx))
+        .collect::<Result<Vec<_>>>()?;
     out.sort_by_key(|t| (layer_of(&t.name), t.name.clone()));
     Ok(out)
+}
+
+/// Checkpoint tensor `name` (`full` with the `model.` prefix) into its GGUF slots.
+fn add_checkpoint_tensor(
+    slots: &mut Slots,
+    cfg: &Qwen3Config,
+    ckpt: &Checkpoint,
+    name: &str,
+    full: &str,
+) -> Result<()> {
+    let info = ckpt.info(name)?;
+    if let Some(pre) = full.strip_suffix(".mlp.experts.gate_up_proj") {
+        return add_fused_gate_up(slots, ckpt, name, pre, &info.shape);
+    }
+    if let Some(pre) = full.strip_suffix(".mlp.experts.down_proj") {
+        let per_expert = format!("{pre}.mlp.experts.0.down_proj.weight");
+        let Some(gguf) = gguf_names::to_gguf(&per_expert).map(|g| g.name) else {
+            return Err(unknown_tensor(ckpt, name));
+        };
+        let whole = part(name, 0, rows_of(&info.shape));
+        return slots.add(ckpt, gguf, None, whole, info.shape.clone());
+    }
+    let Some(g) = gguf_names::to_gguf(full) else {
+        return Err(unknown_tensor(ckpt, name));
+    };
+    let whole = part(name, 0, rows_of(&info.shape));
+    let Some(x) = g.expert else {
+        return slots.add(ckpt, g.name, None, whole, info.shape.clone());
+    };
+    if x >= cfg.num_experts {
+        return Err(Error::field(
+            ckpt.dir().join("config.json").display().to_string(),
+            "num_experts",
+            format!(
+                "{}, but the checkpoint has tensor `{name}`",
+                cfg.num_experts
+            ),
+        ));
+    }
+    let mut shape = vec![cfg.num_experts];
+    shape.extend(&info.shape);
+    slots.add(ckpt, g.name, Some(x), whole, shape)
+}
+
+/// transformers' fused expert layout: `gate_up_proj` `[E, 2I, H]`, each expert's gate rows
+/// then its up rows, split into the stacked `ffn_gate_exps` and `ffn_up_exps`.
+fn add_fused_gate_up(
+    slots: &mut Slots,
+    ckpt: &Checkpoint,
+    name: &str,
+    pre: &str,
+    shape: &[usize],
+) -> Result<()> {
+    let [e, two_i, h] = shape[..] else {
+        let problem = CheckpointProblem::Rank {
+            found: shape.to_vec(),
+            expected: 3,
+        };
+        return Err(tensor_error(ckpt, name, problem));
+    };
+    let i = two_i / 2;
+    for (which, offset) in [("gate_proj", 0), ("up_proj", i)] {
+        let per_expert = format!("{pre}.mlp.experts.0.{which}.weight");
+        let Some(gguf) = gguf_names::to_gguf(&per_expert).map(|g| g.name) else {
+            return Err(unknown_tensor(ckpt, name));
+        };
+        for x in 0..e {
+            let rows = part(name, x * two_i + offset, i);
+            slots.add(ckpt, gguf.clone(), Some(x), rows, vec![e, i, h])?;
+        }
+    }
+    Ok(())
+}
+
+/// GGUF tensor `name` once its parts are gathered: complete (every row, every expert) and
+/// given the type llama.cpp's mix picks, which must be able to hold its rows.
+fn typed_tensor(
+    ckpt: &Checkpoint,
+    name: String,
+    shape: Vec<usize>,
+    parts: BTreeMap<usize, Part>,
+    ftype: FileType,
+    ctx: &MixContext,
+) -> Result<PlannedTensor> {
+    let stacked = shape.len() == 3 && gguf_names::stacks_experts(&name);
+    let want = if stacked { shape[0] } else { 1 };
+    let parts: Vec<Part> = parts.into_values().collect();
+    let rows: usize = parts.iter().map(|p| p.rows).sum();
+    if rows != rows_of(&shape) || (stacked && parts.len() != want && parts.len() != 1) {
+        return Err(tensor_error(
+            ckpt,
+            &parts[0].hf,
+            CheckpointProblem::NoneOf {
+                what: format!("complete set of {want} experts for `{name}`"),
+                names: parts.iter().map(|p| p.hf.clone()).collect(),
+            },
+        ));
+    }
+    let role = TensorRole::from_gguf_name(&name);
+    let ty = choose_type(ftype, &role, &shape, ctx);
+    if quant::mix::tensor_bytes(ty, &shape).is_none() {
+        return Err(tensor_error(
+            ckpt,
+            &parts[0].hf,
+            CheckpointProblem::Malformed(format!(
+                "shape {shape:?} cannot be stored as {} (rows of {} weights)",
+                ty.name(),
+                shape.last().copied().unwrap_or(1)
+            )),
+        ));
+    }
+    Ok(PlannedTensor {
+        name,
+        shape,
+        ty,
+        parts,
+    })
 }
 
 /// llama.cpp's tensor order puts tensors outside the blocks first, then block by block.
@@ -314,20 +357,51 @@ pub fn metadata(
     meta
 }
 
+/// GGUF metadata keys and their values, in file order.
+pub type MetaKeys = Vec<(String, MetaValue)>;
+
+/// Where the output's vocabulary came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VocabSource {
+    /// `--vocab`, or the checkpoint's own `tokenizer.json`.
+    File(std::path::PathBuf),
+    /// No tokenizer given or found: Qwen's (`data/qwen.tiktoken`), the one `anatomy generate`
+    /// uses for such a checkpoint.
+    QwenDefault,
+    /// No vocabulary written (llama.cpp's `"none"`: ids only), and why.
+    None(String),
+}
+
 /// The tokenizer keys of the output: from `vocab` (a tiktoken file or tokenizer.json) if
-/// given, else from `model_dir/tokenizer.json` if there is one, padded to the model's
-/// vocabulary, with the chat template of `model_dir/tokenizer_config.json` if it has one.
-/// `None` when there is no tokenizer to read.
+/// given, else from `model_dir/tokenizer.json` if there is one, else Qwen's vocabulary when
+/// the model has room for its ids; padded to the model's vocabulary, with the chat
+/// template of `model_dir/tokenizer_config.json` if it has one. `None` keys when there is
+/// no tokenizer to write.
 pub fn tokenizer_metadata(
     cfg: &Qwen3Config,
     model_dir: &Path,
     vocab: Option<&Path>,
-) -> Result<Option<Vec<(String, MetaValue)>>> {
+) -> Result<(Option<MetaKeys>, VocabSource)> {
     let own = model_dir.join("tokenizer.json");
-    let tok = match vocab {
-        Some(file) => Tokenizer::from_file(file)?,
-        None if std::fs::symlink_metadata(&own).is_ok() => Tokenizer::from_file(&own)?,
-        None => return Ok(None),
+    let (tok, source) = match vocab {
+        Some(file) => (Tokenizer::from_file(file)?, VocabSource::File(file.into())),
+        None if std::fs::symlink_metadata(&own).is_ok() => {
+            (Tokenizer::from_file(&own)?, VocabSource::File(own))
+        }
+        None => {
+            let qwen = Tokenizer::qwen()?;
+            if qwen.n_ids() > cfg.vocab_size {
+                let why = format!(
+                    "{} has no tokenizer.json and Qwen's vocabulary ({} ids) does not fit its \
+                     vocab_size {}",
+                    model_dir.display(),
+                    qwen.n_ids(),
+                    cfg.vocab_size
+                );
+                return Ok((None, VocabSource::None(why)));
+            }
+            (qwen, VocabSource::QwenDefault)
+        }
     };
     let config = model_dir.join("tokenizer_config.json");
     let template = if std::fs::symlink_metadata(&config).is_ok() {
@@ -338,12 +412,68 @@ pub fn tokenizer_metadata(
     } else {
         None
     };
-    gguf_tokenizer_metadata_for(&tok, cfg.vocab_size, template.as_deref()).map(Some)
+    let keys = gguf_tokenizer_metadata_for(&tok, cfg.vocab_size, template.as_deref())?;
+    Ok((Some(keys), source))
+}
+
+/// What to tell the user about the vocabulary written, when it was not the one they gave:
+/// Qwen's by default, or none (then prompts as text need a re-run with `--vocab`).
+pub fn vocab_note(s: &Summary) -> Option<String> {
+    match &s.vocab {
+        VocabSource::File(_) => None,
+        VocabSource::QwenDefault => Some(
+            "no tokenizer.json in the checkpoint: wrote Qwen's vocabulary \
+             (data/qwen.tiktoken), the one `anatomy generate` uses for it; re-run with \
+             --vocab FILE for another"
+                .into(),
+        ),
+        VocabSource::None(why) => Some(format!(
+            "{why}: the file has no vocabulary (token ids only); re-run with --vocab FILE \
+             to give it one"
+        )),
+    }
+}
+
+/// The tensors a K-quant file type could not store as K blocks: rows that are not a whole
+/// number of 256-weight super-blocks fall back (as llama.cpp's `tensor_type_fallback`
+/// does) to a 32-weight type, or to F16. One line per fallback type with its tensor count
+/// and row widths; `None` when nothing fell back.
+pub fn fallback_note(s: &Summary) -> Option<String> {
+    let k_block = GgmlType::Q4_K.block_size();
+    if s.ftype.default_type().block_size() != k_block {
+        return None;
+    }
+    let mut by_type: BTreeMap<&str, (usize, std::collections::BTreeSet<usize>)> = BTreeMap::new();
+    for t in &s.tensors {
+        let cols = t.shape.last().copied().unwrap_or(1);
+        let quantised = t.ty != GgmlType::F32;
+        if quantised && !cols.is_multiple_of(k_block) {
+            let e = by_type.entry(t.ty.name()).or_default();
+            e.0 += 1;
+            e.1.insert(cols);
+        }
+    }
+    if by_type.is_empty() {
+        return None;
+    }
+    let mut text = format!(
+        "{}: rows not a multiple of {k_block} weights cannot hold K-quant blocks; these \
+         tensors fell back:\n",
+        s.ftype.name()
+    );
+    for (ty, (n, widths)) in by_type {
+        let widths: Vec<String> = widths.iter().map(usize::to_string).collect();
+        text += &format!(
+            "  {ty:<5} {n:>5} tensors (rows of {} weights)\n",
+            widths.join(", ")
+        );
+    }
+    Some(text)
 }
 
 /// Quantises checkpoint directory `model_dir` into GGUF file `out` as `ftype`, calling
 /// `progress(done, total, tensor)` (in weights) as it goes. The tokenizer comes from
-/// `vocab` or the directory ([`tokenizer_metadata`]).
+/// `vocab`, the directory or the default ([`tokenizer_metadata`]).
 pub fn quantize_checkpoint(
     model_dir: &Path,
     out: &Path,
@@ -352,7 +482,7 @@ pub fn quantize_checkpoint(
     progress: &mut dyn FnMut(u64, u64, &str),
 ) -> Result<Summary> {
     let cfg = Qwen3Config::from_file(&model_dir.join("config.json"))?;
-    let tokenizer = tokenizer_metadata(&cfg, model_dir, vocab)?;
+    let (tokenizer, vocab) = tokenizer_metadata(&cfg, model_dir, vocab)?;
     let ckpt = Checkpoint::open(model_dir)?;
     // Every name, shape and dtype the config calls for, checked with errors naming them.
     Weights::load(&cfg, &ckpt)?;
@@ -403,6 +533,7 @@ pub fn quantize_checkpoint(
     written?;
     Ok(Summary {
         ftype,
+        vocab,
         input_bytes: ckpt.data_bytes() as u64,
         output_bytes: tensors.iter().map(PlannedTensor::bytes).sum(),
         tensors,

@@ -27,8 +27,8 @@ pub struct ExperimentsArgs {
     #[arg(long, default_value = "data/qwen.tiktoken")]
     vocab: PathBuf,
     /// Worker threads (default: all cores).
-    #[arg(long, default_value_t = 0)]
-    threads: usize,
+    #[arg(long)]
+    threads: Option<usize>,
 }
 
 pub fn run(args: ExperimentsArgs) -> anyhow::Result<()> {
@@ -50,7 +50,7 @@ pub fn run(args: ExperimentsArgs) -> anyhow::Result<()> {
             data: args.data.clone(),
             vocab: args.vocab.clone(),
             short: args.short,
-            threads: args.threads,
+            threads: args.threads.unwrap_or(0),
         };
         let start = std::time::Instant::now();
         let summary = experiments::run(id, &opts)?;

@@ -2,10 +2,23 @@
 //! every parameter's gradient, as transformers' autograd computes them.
 
 use llm_anatomy::{tokenizer, train};
-use std::path::Path;
+use std::path::PathBuf;
 
-pub fn run(model_dir: &Path, ids: &str, out: &Path) -> anyhow::Result<()> {
-    let ids = tokenizer::parse_id_ranges(ids)?;
+#[derive(clap::Args)]
+pub struct GradArgs {
+    /// config.json + safetensors (single file or sharded with an index).
+    model_dir: PathBuf,
+    /// Comma-separated token ids (at least 2).
+    #[arg(long)]
+    ids: String,
+    /// The safetensors file the loss and gradients go to.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+pub fn run(args: GradArgs) -> anyhow::Result<()> {
+    let (model_dir, out) = (&args.model_dir, &args.out);
+    let ids = tokenizer::parse_id_ranges(&args.ids)?;
     let losses = train::backward::grad_file::write_grads(model_dir, &ids, out)?;
     let aux = losses
         .aux_loss

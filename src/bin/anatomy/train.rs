@@ -53,10 +53,13 @@ struct OptionFlags {
     /// Optimizer steps of the whole run.
     #[arg(long)]
     steps: Option<u64>,
+    /// Seed of the initial weights and of the batch order.
     #[arg(long)]
     seed: Option<u64>,
+    /// Sequences per optimizer step.
     #[arg(long)]
     batch_size: Option<usize>,
+    /// Tokens per training sequence (at most the config's max_position_embeddings).
     #[arg(long)]
     seq_len: Option<usize>,
     /// Peak learning rate of AdamW (embedding, head, norms, router).
@@ -68,8 +71,10 @@ struct OptionFlags {
     /// AdamW for every parameter.
     #[arg(long)]
     no_muon: bool,
+    /// Decoupled weight decay of AdamW and Muon.
     #[arg(long)]
     weight_decay: Option<f64>,
+    /// Linear warm-up steps before the decay.
     #[arg(long)]
     warmup: Option<u64>,
     /// cosine, linear or constant.
@@ -93,13 +98,16 @@ struct OptionFlags {
     /// Aux-loss-free balancing: router bias step per update (0 = off).
     #[arg(long)]
     router_bias_speed: Option<f32>,
+    /// Held-out loss every this many steps (0 = only at the end).
     #[arg(long)]
     eval_every: Option<u64>,
     /// Held-out batches per evaluation; at most 10000.
     #[arg(long)]
     eval_batches: Option<usize>,
+    /// A checkpoint every this many steps (0 = only at the end).
     #[arg(long)]
     checkpoint_every: Option<u64>,
+    /// The share of the corpus's documents held out for evaluation.
     #[arg(long)]
     heldout_fraction: Option<f64>,
 }
