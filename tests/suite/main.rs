@@ -37,6 +37,7 @@ mod quant;
 mod quantize;
 mod qwen2_transformers;
 mod qwen3_transformers;
+mod real_models_logits;
 mod rope_transformers;
 mod tokenizer;
 mod train_backward;
