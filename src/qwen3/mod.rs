@@ -14,13 +14,18 @@
 //! a variant of the config (q/k/v biases, no q/k norm; see [`config`]), not a second
 //! forward pass (tests/qwen2_transformers.rs checks it against `Qwen2ForCausalLM`).
 //!
-//! It also runs llama.cpp's GGUF files (architectures `qwen3moe`, `qwen3`, `qwen2`): [`open`]
-//! takes a `.gguf` as MODEL, the config comes from its metadata ([`gguf_config`]), the
+//! It also runs llama.cpp's GGUF files (architectures `qwen3moe`, `qwen3`, `qwen2`; `llama`
+//! and `gemma3` as [`variant`]s once their GGUF config is read): [`open()`] takes a `.gguf`
+//! as MODEL, the config comes from its metadata ([`gguf_config`]), the
 //! tensors from its names ([`gguf_names`], one table read both ways), and [`tensors`] hands
 //! the loader block-format matrices that the kernels dequantise block by block, so the
 //! default path keeps no dequantised copy. [`Model::with_reference_kernels`] on an
 //! [`F32Tensors`] store is the `--reference` pass. tests/gguf_models.rs checks both against
 //! transformers' logits on the same dequantised weights.
+//!
+//! A [`Trace`] in a session records what a forward call did inside (per layer and position
+//! the attention each head puts on the first token, the routing, on request q and k) for the
+//! server's anatomy stream and the book's evidence; [`Model::qk_per_layer`] is its q·k view.
 
 pub mod config;
 pub mod ffn;

@@ -12,12 +12,17 @@
 //! the fast form of [`attend_reference`]) from the
 //! kernels, [`apply_rope`] with frequencies from the long-context chapter's
 //! [`RopeConfig`](crate::long_context::scaling::RopeConfig), and the MoE chapter's router
-//! and bucketed expert layer ([`moe_fast_into`], the batched form of
-//! [`moe_bucketed`]). Attention is grouped-query
+//! and bucketed expert layer ([`moe_fast_into`](crate::moe::moe_fast_into), the batched form of
+//! [`moe_bucketed`](crate::moe::moe_bucketed), called through [`Ffn::forward`](crate::qwen3::weights::Ffn::forward)). Attention is grouped-query
 //! (`num_attention_heads / num_key_value_heads` query heads share a key/value head) and
 //! causal, with an optional sliding window; keys and values go through the [`KvCache`], so
 //! a prompt is one call (prefill) and each generated token one more (decode). The result
 //! equals transformers' `Qwen3MoeForCausalLM` to ~1e-6 (tests/qwen3_transformers.rs).
+//!
+//! Llama and Gemma 3 run through the same function: what sets them apart is data
+//! ([`Variant`](crate::qwen3::variant::Variant): the embedding scale, the sandwich norms
+//! on the sub-block outputs, the attention scale, GeGLU, a second RoPE table for
+//! sliding-window layers) read at the points where they act.
 
 use crate::error::{Error, Result};
 use crate::kernels::attention::{KvHead, Mask, attend, attend_reference, key_weight};
@@ -210,7 +215,7 @@ impl<'a> Model<'a> {
     /// last (`want`). They stay in the session's buffer, and `routing` (when given)
     /// receives every MoE layer's choices, so once the buffers have grown a decode step
     /// allocates nothing (tests/no_alloc.rs counts). A session holding a
-    /// [`Trace`](crate::qwen3::trace::Trace) also gets the call's attention-sink shares,
+    /// [`Trace`] also gets the call's attention-sink shares,
     /// routing and (on request) queries and keys there.
     pub fn forward<'s>(
         &self,
