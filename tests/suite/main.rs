@@ -16,6 +16,7 @@ mod claims_optim_chat;
 mod claims_quant;
 mod claims_tokenizer;
 mod cli_bad_input;
+mod cli_usage;
 mod experiments_context;
 mod experiments_dynamics;
 mod gguf;

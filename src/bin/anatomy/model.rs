@@ -215,16 +215,15 @@ pub fn router_stats(args: RouterStatsArgs) -> anyhow::Result<()> {
         let output = model.logits(&ids)?;
         let report = qwen3::router_report(&model.config, &ids, &output);
         if let (true, Some(tok)) = (args.json, &tok) {
-            // Through a JSON value (keys sorted) to add the prompt's tokens.
-            let mut value = serde_json::to_value(&report)?;
-            let tokens: Vec<String> = ids
+            let tokens = ids
                 .iter()
                 .map(|&id| tok.decode(&[id]).unwrap_or_default())
                 .collect();
-            if let Some(map) = value.as_object_mut() {
-                map.insert("tokens".into(), serde_json::to_value(tokens)?);
-            }
-            println!("{}", serde_json::to_string(&value)?);
+            let with_tokens = WithTokens {
+                report: &report,
+                tokens,
+            };
+            println!("{}", serde_json::to_string(&with_tokens)?);
         } else if args.json {
             println!("{}", serde_json::to_string(&report)?);
         } else {
@@ -236,6 +235,14 @@ pub fn router_stats(args: RouterStatsArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+/// `router-stats --prompt --json`: the report and the prompt's tokens, each decoded alone.
+#[derive(serde::Serialize)]
+struct WithTokens<'a> {
+    #[serde(flatten)]
+    report: &'a qwen3::RouterReport,
+    tokens: Vec<String>,
 }
 
 #[derive(clap::Args)]
