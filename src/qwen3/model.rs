@@ -490,11 +490,18 @@ impl<'a> Model<'a> {
         }
         // ANCHOR_END: qk_norm_rope
         if let Some(trace) = trace.as_mut().filter(|t| t.keep_qk) {
-            trace.qk.push(QkLayer {
-                layer: l,
-                q: s.q.clone(),
-                k: s.k.clone(),
-            });
+            let (mut q, mut k) = (s.q.clone(), s.k.clone());
+            if self.weights.rope_interleaved {
+                // Back to transformers' layout, plane i at dimensions (i, i + d/2).
+                for head in q.chunks_exact_mut(d).chain(k.chunks_exact_mut(d)) {
+                    let pairs = head.to_vec();
+                    let (first, second) = head.split_at_mut(d / 2);
+                    for (i, pair) in pairs.chunks_exact(2).enumerate() {
+                        (first[i], second[i]) = (pair[0], pair[1]);
+                    }
+                }
+            }
+            trace.qk.push(QkLayer { layer: l, q, k });
         }
     }
 }

@@ -34,7 +34,9 @@ pub struct Trace {
 }
 
 /// One layer's queries and keys as attention sees them: after the per-head RMSNorm (when
-/// the model has one) and after RoPE at each position.
+/// the model has one) and after RoPE at each position, each head in transformers' layout
+/// (RoPE plane i at dimensions i and i + d/2, also for a GGUF llama file, whose rows the
+/// converter permuted).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct QkLayer {
     pub layer: usize,
