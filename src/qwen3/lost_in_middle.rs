@@ -15,10 +15,9 @@
 use crate::chat::{ChatOptions, Message, render};
 use crate::error::{Error, Result};
 use crate::long_context::lost_in_middle::{self, DOCUMENT_TOKENS, Placement, Trial};
-use crate::qwen3::generate::{Sampling, generate_until_eos, model_tokenizer};
+use crate::qwen3::generate::{Sampling, generate_until_eos};
 use crate::qwen3::model::Model;
 use crate::tokenizer::Tokenizer;
-use std::path::Path;
 
 /// The system message of the chat prompt.
 pub const SYSTEM_PROMPT: &str = "You are a helpful assistant.";
@@ -100,16 +99,6 @@ pub struct Report {
     pub trials_per_placement: usize,
     pub placements: Vec<PlacementScore>,
     pub answers: Vec<Answer>,
-}
-
-/// The tokenizer the experiment uses: `vocab` if given, else a GGUF file's own, else the
-/// model directory's `tokenizer.json`, else Qwen's vocabulary (as `anatomy generate`
-/// does).
-pub fn tokenizer(model_dir: &Path, vocab: Option<&Path>) -> Result<Tokenizer> {
-    match vocab {
-        Some(file) => Tokenizer::from_file(file),
-        None => model_tokenizer(model_dir),
-    }
 }
 
 // ANCHOR: prompt

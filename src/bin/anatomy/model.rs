@@ -280,7 +280,7 @@ pub fn lost_in_middle(args: LostInMiddleArgs) -> anyhow::Result<()> {
         chat: !args.plain,
         max_new_tokens: args.max_new_tokens,
     };
-    let tok = lim::tokenizer(&args.model, args.vocab.as_deref())?;
+    let tok = vocab_or_default(args.vocab.as_deref(), Some(&args.model))?;
     let bar = indicatif::ProgressBar::new(0).with_message("trials");
     bar.set_style(
         indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} {elapsed}")
