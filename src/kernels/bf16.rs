@@ -26,74 +26,30 @@
 //! `ANATOMY_NO_AVX512`) turns the path off, to measure the widening kernels on the same
 //! CPU. Tests in `matmul.rs` pin both modes and both kernels to the reference.
 
-use std::cell::Cell;
-
-/// How the activations meet the bf16 weights (see the module documentation).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Bf16Mode {
-    Split,
-    Round,
-}
-
-thread_local! {
-    static OVERRIDE: Cell<Option<Option<Bf16Mode>>> = const { Cell::new(None) };
-}
+pub use super::policy::Bf16Mode;
+use super::policy::{current, with_switches};
 
 /// Runs `f` with this thread's bf16 matmuls forced to `mode` (`None`: the widening
 /// kernels), whatever the environment says; the mode still needs the CPU ([`available`]).
 pub fn with_bf16_mode<R>(mode: Option<Bf16Mode>, f: impl FnOnce() -> R) -> R {
-    let before = OVERRIDE.with(|o| o.replace(Some(mode)));
-    let r = f();
-    OVERRIDE.with(|o| o.set(before));
-    r
+    with_switches(
+        |s| {
+            s.no_bf16 = false;
+            s.bf16_activations = mode;
+        },
+        f,
+    )
 }
 
 /// Whether the CPU has what the kernels are compiled with: AVX-512F, BW and BF16.
 pub fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        is_x86_feature_detected!("avx512f")
-            && is_x86_feature_detected!("avx512bw")
-            && is_x86_feature_detected!("avx512bf16")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    super::policy::cpu().bf16()
 }
 
-/// The mode this thread's bf16 matmuls take now: the override if set, else the
-/// environment's choice; `None` when the CPU lacks AVX512_BF16 or the path is off.
+/// The mode this thread's bf16 matmuls take now (the policy's); `None` when the CPU lacks
+/// AVX512_BF16 or the path is off.
 pub fn mode() -> Option<Bf16Mode> {
-    static ENV: std::sync::OnceLock<Option<Bf16Mode>> = std::sync::OnceLock::new();
-    let chosen = OVERRIDE.with(Cell::get).unwrap_or_else(|| {
-        *ENV.get_or_init(|| {
-            let off = |k: &str| std::env::var_os(k).is_some_and(|v| v != "0");
-            if off("ANATOMY_NO_BF16") || off("ANATOMY_NO_AVX512") {
-                None
-            } else {
-                match std::env::var("ANATOMY_BF16_ACTIVATIONS")
-                    .as_deref()
-                    .map(str::trim)
-                {
-                    Ok("round") => Some(Bf16Mode::Round),
-                    Ok("split") => Some(Bf16Mode::Split),
-                    Ok(other) => {
-                        // Not an error deep in a kernel, but never silent either.
-                        eprintln!(
-                            "ANATOMY_BF16_ACTIVATIONS={other:?} is neither \"round\" nor \"split\": \
-                             ignored, bf16 weights are widened to f32"
-                        );
-                        None
-                    }
-                    // The default: the widening kernels, exact and, where bf16 dot
-                    // products run at half the FMA rate, faster than Split (module docs).
-                    _ => None,
-                }
-            }
-        })
-    });
-    chosen.filter(|_| available())
+    current().bf16()
 }
 
 /// The nearest bf16 to `x` (ties to even), as bits.

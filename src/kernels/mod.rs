@@ -26,6 +26,7 @@ pub mod bf16;
 pub mod exp;
 pub mod gemm;
 pub mod matmul;
+pub mod policy;
 pub mod quant;
 #[cfg(target_arch = "x86_64")]
 mod x86;

@@ -25,9 +25,9 @@
 //! size: 16 weight rows in the lanes from [`vnni::LANES_MIN_TOKENS`] tokens, tiles below;
 //! `ANATOMY_NO_VNNI` (or `ANATOMY_NO_AVX512`) set turns them off.
 
+use super::policy::{QuantActs, current, with_switches};
 use crate::quant::k_blocks::scale_min_k4;
 use crate::quant::{GgmlType, QK_K};
-use std::cell::Cell;
 
 /// Matmuls with at most this many token rows per group take the int8 path when it is on.
 pub const MAX_TOKENS: usize = 4;
@@ -35,17 +35,12 @@ pub const MAX_TOKENS: usize = 4;
 /// Weights per activation block for the legacy types (one Q8_0 block).
 pub const QK8_0: usize = 32;
 
-thread_local! {
-    static OVERRIDE: Cell<Option<bool>> = const { Cell::new(None) };
-}
-
-/// Runs `f` with the int8 path forced on or off for the matmuls this thread calls, for any
-/// number of tokens (the decision is taken on the calling thread, before the row tasks).
+/// Runs `f` with the int8 path forced on (every group, whatever its size) or off for the
+/// matmuls this thread calls (the decision is taken on the calling thread, before the row
+/// tasks).
 pub fn with_quant_activations<R>(on: bool, f: impl FnOnce() -> R) -> R {
-    let before = OVERRIDE.with(|o| o.replace(Some(on)));
-    let r = f();
-    OVERRIDE.with(|o| o.set(before));
-    r
+    let acts = if on { QuantActs::All } else { QuantActs::Off };
+    with_switches(|s| s.quant_activations = acts, f)
 }
 
 /// Groups of a matmul of a type with register tiles take the int8 path up to this many
@@ -56,21 +51,16 @@ pub fn with_quant_activations<R>(on: bool, f: impl FnOnce() -> R) -> R {
 pub const TILED_MAX_TOKENS: usize = 16;
 
 /// The largest group of a matmul of weight type `ty` that quantises its activations (0:
-/// none): this thread's override if set (all or none), else, unless
+/// none), as the calling thread's policy says: all or none when forced, else, unless
 /// `ANATOMY_QUANT_ACTIVATIONS=0`, [`TILED_MAX_TOKENS`] when `ty` has register tiles (or
 /// [`vnni::max_tokens`] when the VNNI kernels take `ty`) and
 /// [`MAX_TOKENS`] (decode) for the other types with an int8 kernel.
 pub fn int8_max_tokens(ty: GgmlType) -> usize {
-    static ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if let Some(on) = OVERRIDE.with(Cell::get) {
-        return if on { usize::MAX } else { 0 };
-    }
-    let on = *ENV
-        .get_or_init(|| !std::env::var("ANATOMY_QUANT_ACTIVATIONS").is_ok_and(|v| v.trim() == "0"));
-    match (on, tiles::has_tiles(ty)) {
-        (false, _) => 0,
-        (true, true) => vnni::max_tokens(ty).unwrap_or(TILED_MAX_TOKENS),
-        (true, false) => MAX_TOKENS,
+    match (current().quant_activations(), tiles::has_tiles(ty)) {
+        (QuantActs::Off, _) => 0,
+        (QuantActs::All, _) => usize::MAX,
+        (QuantActs::Auto, true) => vnni::max_tokens(ty).unwrap_or(TILED_MAX_TOKENS),
+        (QuantActs::Auto, false) => MAX_TOKENS,
     }
 }
 
@@ -593,7 +583,7 @@ mod tests {
     #[test]
     fn small_groups_take_int8_and_big_ones_f32() {
         use crate::kernels::{Group, Matrix, matmul_grouped};
-        if std::env::var("ANATOMY_QUANT_ACTIVATIONS").is_ok_and(|v| v.trim() == "0") {
+        if crate::kernels::policy::from_env().quant_activations() == QuantActs::Off {
             return;
         }
         let (rows, cols, big) = (40, 256, TILED_MAX_TOKENS + 4);

@@ -30,13 +30,10 @@ const TOKEN_BLOCK: usize = 64;
 
 // ------------------------------------------------------------------ dispatch
 
-/// Whether the matmul uses its AVX-512 tiles: when the CPU has AVX-512F and the
-/// environment does not set `ANATOMY_NO_AVX512` (to measure the AVX2 path on such a CPU).
+/// Whether the matmul uses its AVX-512 tiles: the calling thread's policy (the CPU has
+/// AVX-512F and `ANATOMY_NO_AVX512` is not 1, unless a test forced another).
 pub fn use_avx512() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| {
-        is_x86_feature_detected!("avx512f") && std::env::var_os("ANATOMY_NO_AVX512").is_none()
-    })
+    super::policy::current().avx512()
 }
 
 /// Whether the CPU has AVX-512F, whatever the environment says (the panel kernel checks it

@@ -2,7 +2,7 @@
 //! 32-bit words, folded with XOR (a one-cycle integer operation, so no add latency paces
 //! the loads, and the result is exact whatever the order), with 64-byte AVX-512 loads,
 //! 32-byte AVX2 loads, or portable code, chosen at run time. `ANATOMY_NO_AVX512` drops to
-//! AVX2 (as it does for the kernels) and `ANATOMY_PROBE_PORTABLE` to the portable loop, so
+//! AVX2 (as it does for the kernels) and `ANATOMY_PROBE_PORTABLE=1` to the portable loop, so
 //! the older, narrower probe can still be measured on a wide CPU.
 
 /// Which loads a streaming loop uses.
@@ -38,7 +38,7 @@ impl ReadIsa {
 
 /// The widest loads this CPU has, unless the environment turns them off.
 pub fn read_isa() -> ReadIsa {
-    if std::env::var_os("ANATOMY_PROBE_PORTABLE").is_some() {
+    if crate::kernels::policy::current().probe_portable() {
         return ReadIsa::Portable;
     }
     if crate::kernels::use_avx512() && ReadIsa::Avx512.supported() {

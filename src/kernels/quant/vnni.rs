@@ -17,51 +17,40 @@
 //! `4·(blocks)·ε·Σ|w·x̂|`, the bound of `tiles`.
 //!
 //! The switch: on when the CPU has AVX-512F/BW/VL and AVX512_VNNI (with AVX2, FMA, F16C)
-//! and neither `ANATOMY_NO_VNNI` nor `ANATOMY_NO_AVX512` is set (read once);
-//! [`with_vnni`] overrides it on the calling thread (tests run both paths).
+//! and neither `ANATOMY_NO_VNNI` nor `ANATOMY_NO_AVX512` is 1 (the kernels' policy);
+//! [`with_vnni`] forces it on the calling thread (tests run both paths).
 
+use super::super::policy::with_switches;
 use super::{ActRow, QuantizedRows};
 use crate::quant::GgmlType;
-use std::cell::Cell;
 
 /// Weight rows per tile.
 pub const MAX_ROWS: usize = 4;
 /// Token rows per tile (4 rows × 4 tokens: 16 f32 accumulators of 32 registers).
 pub const MAX_TILE_TOKENS: usize = 4;
 
-thread_local! {
-    static OVERRIDE: Cell<Option<bool>> = const { Cell::new(None) };
-}
-
 /// Runs `f` with the VNNI tiles forced on (if the CPU has them) or off for the matmuls
 /// this thread calls.
 pub fn with_vnni<R>(on: bool, f: impl FnOnce() -> R) -> R {
-    let before = OVERRIDE.with(|o| o.replace(Some(on)));
-    let r = f();
-    OVERRIDE.with(|o| o.set(before));
-    r
+    with_switches(
+        |s| {
+            s.no_vnni = !on;
+            s.no_avx512 &= !on;
+        },
+        f,
+    )
 }
 
 /// Whether the CPU has every feature the kernels here are compiled with.
 pub fn cpu_has_vnni() -> bool {
-    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HAS.get_or_init(x86::available)
+    super::super::policy::cpu().vnni()
 }
 
-/// Whether the matmuls this thread calls take the VNNI tiles: the CPU has them and this
-/// thread's override, else the environment (`ANATOMY_NO_VNNI`, `ANATOMY_NO_AVX512`
-/// unset), says so.
+/// Whether the matmuls this thread calls take the VNNI tiles: the calling thread's policy
+/// (the CPU has them and neither `ANATOMY_NO_VNNI` nor `ANATOMY_NO_AVX512` is 1, unless a
+/// test forced another).
 pub fn use_vnni() -> bool {
-    static ENV: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if !cpu_has_vnni() {
-        return false;
-    }
-    OVERRIDE.with(Cell::get).unwrap_or_else(|| {
-        *ENV.get_or_init(|| {
-            std::env::var_os("ANATOMY_NO_VNNI").is_none()
-                && std::env::var_os("ANATOMY_NO_AVX512").is_none()
-        })
-    })
+    super::super::policy::current().vnni()
 }
 
 /// Whether `ty` has VNNI kernels on this CPU.
@@ -207,10 +196,6 @@ mod lanes;
 mod x86 {
     use super::ActRow;
     use crate::quant::GgmlType;
-    /// No VNNI here.
-    pub fn available() -> bool {
-        false
-    }
     pub fn tile<const R: usize, const T: usize>(
         _: GgmlType,
         _: &[&[u8]; R],

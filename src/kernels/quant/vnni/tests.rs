@@ -141,7 +141,9 @@ fn the_matmul_with_vnni_on_and_off_equals_the_reference() {
 #[test]
 fn the_int8_limit_follows_the_vnni_switch() {
     use super::super::{TILED_MAX_TOKENS, int8_max_tokens};
-    if std::env::var("ANATOMY_QUANT_ACTIVATIONS").is_ok_and(|v| v.trim() == "0") {
+    if crate::kernels::policy::from_env().quant_activations()
+        == crate::kernels::policy::QuantActs::Off
+    {
         return;
     }
     for ty in TYPES {

@@ -7,17 +7,6 @@ use super::ActRow;
 use crate::quant::GgmlType;
 use std::arch::x86_64::*;
 
-/// AVX-512F/BW/VL, AVX512_VNNI, AVX2, FMA and F16C, which every kernel here is compiled with.
-pub fn available() -> bool {
-    is_x86_feature_detected!("avx512f")
-        && is_x86_feature_detected!("avx512bw")
-        && is_x86_feature_detected!("avx512vl")
-        && is_x86_feature_detected!("avx512vnni")
-        && is_x86_feature_detected!("avx2")
-        && is_x86_feature_detected!("fma")
-        && is_x86_feature_detected!("f16c")
-}
-
 /// The tile for `ty` (one of Q8_0, Q4_K, Q6_K; shapes checked by `dot_block`).
 pub fn tile<const R: usize, const T: usize>(
     ty: GgmlType,
