@@ -103,7 +103,8 @@ pub fn gemm(
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn avx2_fma() -> bool {
-    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+    let cpu = super::policy::cpu();
+    cpu.avx2 && cpu.fma
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -2,7 +2,7 @@
 //! tiles and AVX-512 tiles for the matmuls of `matmul.rs`, the AVX-512 outer-product
 //! kernel `gemm_block` for prefill, and the AVX-512 attention for `attention.rs`. Compiled
 //! on x86-64 only (the `mod x86` declaration carries the one `cfg`); each entry point
-//! checks the CPU (`is_x86_feature_detected!`) and declines when it lacks the features, so
+//! checks the CPU (`policy::cpu`, detected once) and declines when it lacks the features, so
 //! the caller's portable code runs. Tests pin every path equal to its reference in the file
 //! that calls it (`matmul.rs`, `attention.rs`).
 
@@ -39,7 +39,7 @@ pub fn use_avx512() -> bool {
 /// Whether the CPU has AVX-512F, whatever the environment says (the panel kernel checks it
 /// itself because tests force the `avx512` flag on any CPU).
 pub(super) fn avx512f() -> bool {
-    is_x86_feature_detected!("avx512f")
+    super::policy::cpu().avx512f
 }
 
 /// `out[t, i] = w[r.start + i]·xs[t]` for the rows `r` of `w` (at most [`ROW_BLOCK`]) and
@@ -123,16 +123,13 @@ unsafe fn tiles_typed<E: Elem>(
     out: Out,
     avx512: bool,
 ) -> bool {
-    if avx512 && cols >= 16 && is_x86_feature_detected!("avx512f") {
+    let cpu = super::policy::cpu();
+    if avx512 && cols >= 16 && cpu.avx512f {
         // SAFETY: AVX-512F was detected just above; the rest is the caller's contract.
         unsafe { tiles_avx512(w, cols, xs, n, out) };
         return true;
     }
-    if cols >= 8
-        && is_x86_feature_detected!("avx2")
-        && is_x86_feature_detected!("fma")
-        && is_x86_feature_detected!("f16c")
-    {
+    if cols >= 8 && cpu.avx2_fma() {
         // SAFETY: the three features the function is compiled with were detected above;
         // the rest is the caller's contract.
         unsafe { tiles_avx2(w, cols, xs, n, out) };

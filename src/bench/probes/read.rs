@@ -26,9 +26,9 @@ impl ReadIsa {
     pub fn supported(self) -> bool {
         match self {
             #[cfg(target_arch = "x86_64")]
-            ReadIsa::Avx512 => is_x86_feature_detected!("avx512f"),
+            ReadIsa::Avx512 => crate::kernels::policy::cpu().avx512f,
             #[cfg(target_arch = "x86_64")]
-            ReadIsa::Avx2 => is_x86_feature_detected!("avx2"),
+            ReadIsa::Avx2 => crate::kernels::policy::cpu().avx2,
             ReadIsa::Portable => true,
             #[allow(unreachable_patterns)]
             _ => false,

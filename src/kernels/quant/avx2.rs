@@ -8,7 +8,7 @@ use std::arch::x86_64::*;
 
 /// The AVX2 dot, or `None` when the CPU lacks AVX2 or the type has no AVX2 kernel.
 pub fn dot_row(ty: GgmlType, row: &[u8], x: ActRow) -> Option<f32> {
-    if !is_x86_feature_detected!("avx2") {
+    if !crate::kernels::policy::cpu().avx2 {
         return None;
     }
     let n = x.qs.len();

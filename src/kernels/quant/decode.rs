@@ -67,9 +67,7 @@ mod avx2 {
 
     /// AVX2, FMA and F16C, which every kernel here is compiled with.
     pub fn available() -> bool {
-        is_x86_feature_detected!("avx2")
-            && is_x86_feature_detected!("fma")
-            && is_x86_feature_detected!("f16c")
+        crate::kernels::policy::cpu().avx2_fma()
     }
 
     /// The kernel for `ty` over each row of `rows` (shapes checked by `dot_rows`).

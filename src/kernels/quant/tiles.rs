@@ -97,9 +97,7 @@ mod avx2 {
 
     /// AVX2, FMA and F16C, which every kernel here is compiled with.
     pub fn available() -> bool {
-        is_x86_feature_detected!("avx2")
-            && is_x86_feature_detected!("fma")
-            && is_x86_feature_detected!("f16c")
+        crate::kernels::policy::cpu().avx2_fma()
     }
 
     /// The tile for `ty` (one of Q8_0, Q4_K, Q6_K; shapes checked by `dot_tile`).
