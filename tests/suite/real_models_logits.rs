@@ -6,8 +6,9 @@
 //! corpus passages).
 //!
 //! - the reference path (weights dequantised to f32, the clear kernels) equals transformers
-//!   within 1e-5 of the logit scale (the largest |logit| stored; measured ≤ 5e-6), on the top-32 logits and the log-normaliser of every
-//!   position and the whole row of the last position of three prompts;
+//!   within 1e-5 of the logit scale (the largest |logit| stored; measured ≤ 5e-6) on the
+//!   top-32 logits and the log-normaliser of every position, and on the whole last row
+//!   where the fixture keeps it (the first three prompts);
 //! - the default path (weights in their blocks) is at least as close to transformers'
 //!   distribution as llama.cpp: mean KL(P_hf ‖ P_ours) ≤ mean KL(P_hf ‖ P_llama.cpp), both on
 //!   the partition {transformers' top 32, the rest} (the fixtures keep 32 ids per position);
