@@ -12,6 +12,7 @@ use crate::chat::thinking::{self, ThinkingBudget};
 use crate::error::{Error, Result};
 use crate::kernels::softmax_in_place;
 use crate::qwen3::model::{Logits, Model, Session};
+use crate::qwen3::trace::Trace;
 use crate::tokenizer::glitch::{self, GlitchReport, Repetition};
 use crate::tokenizer::{Tokenizer, parse_id_ranges};
 use rand::rngs::StdRng;
@@ -230,16 +231,32 @@ impl<'m, 'a> Stepper<'m, 'a> {
             ));
         }
         let new = &context[self.fed.len()..];
-        let out = self
+        let logits = self
             .model
-            .forward_routed(&mut self.session, new, Logits::Last)?;
+            .forward(&mut self.session, new, Logits::Last, None)?;
         self.fed.extend_from_slice(new);
         Ok(choose(
-            &out.logits,
+            logits,
             self.sampling,
             &mut self.rng,
             &mut self.scratch,
         ))
+    }
+
+    /// Records a [`Trace`] of each following step into the session (`None` stops); after
+    /// a step, [`Stepper::trace`] describes the positions it ran.
+    pub fn set_trace(&mut self, trace: Option<Trace>) {
+        self.session.trace = trace;
+    }
+
+    /// The record of the last step, when tracing.
+    pub fn trace(&self) -> Option<&Trace> {
+        self.session.trace.as_ref()
+    }
+
+    /// The logits `[vocab]` the last step chose from (before temperature and top-p).
+    pub fn last_logits(&self) -> &[f32] {
+        self.session.last_logits()
     }
 }
 

@@ -506,6 +506,14 @@ impl<'a> Model<'a> {
     }
 }
 
+impl Session {
+    /// The logits of the last forward call, `[rows, vocab]` (one row after a
+    /// [`Logits::Last`] call); empty before the first.
+    pub fn last_logits(&self) -> &[f32] {
+        &self.scratch.logits
+    }
+}
+
 impl Scratch {
     fn resize(&mut self, c: &Qwen3Config, n: usize, rows: usize, capacity: usize) {
         let h = c.hidden_size;

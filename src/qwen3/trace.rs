@@ -140,4 +140,33 @@ mod tests {
         }
         assert_eq!(model.qk_per_layer(&ids).unwrap(), trace.qk);
     }
+
+    /// Through a [`Stepper`](crate::qwen3::Stepper), as a server drives it: each step's
+    /// trace covers the positions that step ran, and its logits are the full model's.
+    #[test]
+    fn stepper_traces_each_step() {
+        let (config, file) = open(&bundled_dir()).unwrap();
+        let model = Model::new(config, &file).unwrap();
+        let mut step =
+            crate::qwen3::Stepper::new(&model, 16, crate::qwen3::Sampling::Greedy).unwrap();
+        step.set_trace(Some(Trace::default()));
+        let mut context = vec![40u32, 77, 114, 151];
+        for _ in 0..3 {
+            let next = step.next_token(&context).unwrap();
+            let trace = step.trace().unwrap();
+            let new = if context.len() == 4 { 4 } else { 1 };
+            assert_eq!((trace.first, trace.positions), (context.len() - new, new));
+            assert_eq!(trace.routing.len(), model.config.num_hidden_layers);
+            let full = model.logits(&context).unwrap();
+            let vocab = model.config.vocab_size;
+            // A decode step and a prefill may sum in different orders (batched kernels).
+            let want = &full.logits[full.logits.len() - vocab..];
+            let scale = want.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            assert_eq!(step.last_logits().len(), vocab);
+            for (a, b) in step.last_logits().iter().zip(want) {
+                assert!((a - b).abs() <= 1e-5 * scale, "{a} vs {b}");
+            }
+            context.push(next);
+        }
+    }
 }
