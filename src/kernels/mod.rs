@@ -23,6 +23,7 @@
 
 pub mod attention;
 pub mod bf16;
+pub mod dispatch;
 pub mod exp;
 pub mod gemm;
 pub mod matmul;

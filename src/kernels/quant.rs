@@ -67,21 +67,7 @@ pub fn int8_max_tokens(ty: GgmlType) -> usize {
 /// The activation block size the int8 dot of weight type `ty` needs, or `None` when there
 /// is no int8 kernel for it (the f32 path runs).
 pub fn activation_block(ty: GgmlType) -> Option<usize> {
-    match ty {
-        // The K types too: a 32-value activation block per Q4_K sub-block (two of Q6_K's)
-        // keeps the activations' error below that of llama.cpp's 256-value Q8_K blocks.
-        // Q8_0: two 16-value activation blocks per weight block (one vmulps more a block):
-        // with llama.cpp's 32 the dense qwen3/q8_0 fixture's KL exceeded llama.cpp's own.
-        GgmlType::Q8_0 => Some(16),
-        GgmlType::Q4_0
-        | GgmlType::Q4_1
-        | GgmlType::Q5_0
-        | GgmlType::Q5_1
-        | GgmlType::Q4_K
-        | GgmlType::Q5_K
-        | GgmlType::Q6_K => Some(QK8_0),
-        _ => None,
-    }
+    super::dispatch::kernels(ty).act_block
 }
 
 /// Token rows quantised to 8-bit blocks of `block` values: value `i` of a row is

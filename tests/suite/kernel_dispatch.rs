@@ -4,8 +4,8 @@
 //! weights within the error its arithmetic allows. The paths that ran are printed
 //! (`cargo test --test suite kernel_dispatch:: -- --nocapture`).
 
-use llm_anatomy::kernels::Matrix;
 use llm_anatomy::kernels::policy::{Bf16Mode, Policy, QuantActs, Switches, cpu, with_policy};
+use llm_anatomy::kernels::{Matrix, dispatch};
 use llm_anatomy::quant::{GgmlType, dequantize, quantize};
 
 const ROWS: usize = 40;
@@ -206,6 +206,9 @@ fn every_path_this_cpu_has_agrees_with_the_dequantised_product() {
         GgmlType::Q6_K,
     ];
     println!("cpu: {:?}", cpu());
+    for ty in types {
+        println!("{}: {}", ty.name(), dispatch::names(ty, cpu()).join(", "));
+    }
     let mut ran = Vec::new();
     for path in paths() {
         let policy = Policy::new(cpu(), path.switches);

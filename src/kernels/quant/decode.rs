@@ -17,7 +17,7 @@ use crate::quant::GgmlType;
 
 /// Whether `ty` has a decode kernel on this CPU.
 pub fn has_decode(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_K | GgmlType::Q6_K) && avx2::available()
+    crate::kernels::dispatch::kernels(ty).avx2_int8_tiles && avx2::available()
 }
 
 /// `Σ_c w_c · x̂_c` for one weight row `row` (whole blocks of `ty`) and one quantised token

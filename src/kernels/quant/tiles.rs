@@ -22,7 +22,7 @@ pub const MAX_TILE_TOKENS: usize = 2;
 
 /// Whether `ty` has register tiles on this CPU.
 pub fn has_tiles(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_K | GgmlType::Q6_K) && avx2::available()
+    crate::kernels::dispatch::kernels(ty).avx2_int8_tiles && avx2::available()
 }
 
 /// `out[i · xs.len() + t] = Σ_c w_i,c · x̂_t,c` for the weight rows `rows` (each whole

@@ -20,6 +20,7 @@
 //! and neither `ANATOMY_NO_VNNI` nor `ANATOMY_NO_AVX512` is 1 (the kernels' policy);
 //! [`with_vnni`] forces it on the calling thread (tests run both paths).
 
+use super::super::dispatch::kernels;
 use super::super::policy::with_switches;
 use super::{ActRow, QuantizedRows};
 use crate::quant::GgmlType;
@@ -55,7 +56,7 @@ pub fn use_vnni() -> bool {
 
 /// Whether `ty` has VNNI kernels on this CPU.
 pub fn has_vnni(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_K | GgmlType::Q6_K) && cpu_has_vnni()
+    kernels(ty).vnni_from_tokens.is_some() && cpu_has_vnni()
 }
 
 /// Whether the VNNI kernels beat the AVX2 int8 kernels for a group of `n` tokens of `ty`
@@ -64,17 +65,13 @@ pub fn has_vnni(ty: GgmlType) -> bool {
 /// token eats the gain; at 1 token the AVX2 decode kernels, whose prefetches stream a
 /// matrix from memory faster than the 4-row VNNI tile (`tiles::big_timing`).
 pub fn wins(ty: GgmlType, n: usize) -> bool {
-    match ty {
-        GgmlType::Q8_0 | GgmlType::Q6_K => n >= 2,
-        GgmlType::Q4_K => n >= LANES_MIN_TOKENS,
-        _ => false,
-    }
+    kernels(ty).vnni_from_tokens.is_some_and(|from| n >= from)
 }
 
 /// Groups of at least this many tokens take the row-lane kernels (`lanes.rs`) for each
 /// 16 rows (the last rows, fewer than 16, take the tiles): below it the transposed chunk
 /// is shared by too few tokens to pay for itself.
-pub const LANES_MIN_TOKENS: usize = 4;
+pub use super::super::dispatch::LANES_MIN_TOKENS;
 
 /// With the VNNI kernels, groups take the int8 path up to this many token rows (AVX2:
 /// [`super::TILED_MAX_TOKENS`]), that is, every group: the row lanes cost the same per

@@ -36,7 +36,9 @@ const Q6_K_BYTES: usize = 210;
 
 /// Whether `ty` has a row-lane kernel.
 pub fn has_lanes(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q8_0 | GgmlType::Q4_K | GgmlType::Q6_K)
+    crate::kernels::dispatch::kernels(ty)
+        .vnni_from_tokens
+        .is_some()
 }
 
 /// `put(t, i, Σ_c w_i,c · x̂_c)` for the 16 rows `rows` of `ty` (row `i` at
