@@ -81,6 +81,7 @@ TEXTS = [
     "    four leading spaces",
     "\u00a0non-breaking\u00a0space",
     "zero\u200bwidth",
+    "control\x04bytes\x07 and \x1b[0m",
     "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n",
     "<|endoftext|>",
     "<|im_start|",

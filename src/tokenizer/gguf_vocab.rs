@@ -4,7 +4,7 @@
 //! | key | what |
 //! |---|---|
 //! | `tokenizer.ggml.model` | `"gpt2"` for byte-level BPE (the only kind read here) |
-//! | `tokenizer.ggml.pre` | the pre-tokenizer by name: `"qwen2"` is Qwen's pattern |
+//! | `tokenizer.ggml.pre` | the pre-tokenizer by name: `"qwen2"` is Qwen's pattern, `"gpt-2"` GPT-2's, `"smollm"` GPT-2's after every digit is cut out |
 //! | `tokenizer.ggml.tokens` | one string per id, in GPT-2's byte-to-unicode alphabet (as in `tokenizer.json`); added tokens as plain text |
 //! | `tokenizer.ggml.token_type` | per id: 1 normal, 3 control, 4 user-defined (both added tokens), 5 unused (padding up to the embedding's rows) |
 //! | `tokenizer.ggml.merges` | `"left right"` in priority order |
@@ -94,115 +94,183 @@ pub fn open(path: &Path) -> Result<GgufVocab> {
 
 /// The tokenizer described by GGUF metadata pairs (`file` names the source in errors).
 pub fn tokenizer_from_metadata(file: &Path, metadata: &[(String, MetaValue)]) -> Result<GgufVocab> {
-    let what = file.display().to_string();
-    let get = |key: &str| metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v);
-    let err = |key: &str, problem: String| Error::field(what.as_str(), key, problem);
+    let meta = Meta {
+        what: file.display().to_string(),
+        metadata,
+    };
+    check_model(&meta)?;
+    let (pattern, split_digits) = pre_tokenizer(&meta)?;
+    let tokens = string_array(meta.get(TOKENS_KEY), TOKENS_KEY, &meta.what)?;
+    if tokens.is_empty() {
+        return Err(meta.err(TOKENS_KEY, "empty".into()));
+    }
+    if tokens.len() > MAX_ID as usize + 1 {
+        let limit = MAX_ID as u64 + 1;
+        let problem = format!("{} tokens, above the supported {limit}", tokens.len());
+        return Err(meta.err(TOKENS_KEY, problem));
+    }
+    let n = tokens.len();
+    let types = token_types(&meta, n)?;
+    if let Some((arch_key, v)) = arch_vocab_size(metadata)
+        && v.as_u64() != Some(n as u64)
+    {
+        let problem = format!("{} but {TOKENS_KEY} has {n} tokens", brief(v));
+        return Err(meta.err(&arch_key, problem));
+    }
+    let split = split_tokens(&meta, &tokens, &types)?;
+    let pairs = merge_pairs(&meta, &split.by_string)?;
+    let merges = MergeRule::Pairs(pairs);
+    let vocab = Vocab::new_missing_bytes(split.entries, merges, false, &meta.what)?;
+    let special_id = |key: &str| -> Result<Option<u32>> {
+        match meta.get(key) {
+            None => Ok(None),
+            Some(v) => match v.as_u64() {
+                Some(id) if id < n as u64 => Ok(Some(id as u32)),
+                _ => Err(meta.err(key, format!("{} is not a token id (0..{n})", brief(v)))),
+            },
+        }
+    };
+    let add_bos = match meta.get(ADD_BOS_KEY) {
+        None => false,
+        Some(v) => v
+            .as_bool()
+            .ok_or_else(|| meta.expected(ADD_BOS_KEY, v, "a bool"))?,
+    };
+    let chat_template = match meta.get(CHAT_TEMPLATE_KEY) {
+        None => None,
+        Some(v) => Some(
+            v.as_str()
+                .ok_or_else(|| meta.expected(CHAT_TEMPLATE_KEY, v, "a string"))?
+                .to_string(),
+        ),
+    };
+    let mut tokenizer = Tokenizer::new(vocab, split.added, pattern, false, &meta.what)?;
+    tokenizer.split_digits = split_digits;
+    Ok(GgufVocab {
+        tokenizer,
+        n_tokens: n,
+        bos: special_id(BOS_KEY)?,
+        eos: special_id(EOS_KEY)?,
+        pad: special_id(PAD_KEY)?,
+        unk: special_id(UNK_KEY)?,
+        add_bos,
+        chat_template,
+    })
+}
 
-    let model = match get(MODEL_KEY) {
+/// The metadata pairs and the file they came from (for messages).
+struct Meta<'a> {
+    what: String,
+    metadata: &'a [(String, MetaValue)],
+}
+
+impl<'a> Meta<'a> {
+    fn get(&self, key: &str) -> Option<&'a MetaValue> {
+        self.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    fn err(&self, key: &str, problem: String) -> Error {
+        Error::field(self.what.as_str(), key, problem)
+    }
+
+    fn expected(&self, key: &str, v: &MetaValue, what: &str) -> Error {
+        self.err(key, format!("{}, expected {what}", v.type_name()))
+    }
+}
+
+/// `tokenizer.ggml.model` must be `"gpt2"`, the byte-level BPE read here.
+fn check_model(meta: &Meta) -> Result<()> {
+    let model = match meta.get(MODEL_KEY) {
         None => {
-            return Err(err(
-                MODEL_KEY,
-                "missing: the file carries no tokenizer".into(),
-            ));
+            let problem = "missing: the file carries no tokenizer".into();
+            return Err(meta.err(MODEL_KEY, problem));
         }
         Some(v) => v
             .as_str()
-            .ok_or_else(|| err(MODEL_KEY, format!("{}, expected a string", v.type_name())))?,
+            .ok_or_else(|| meta.expected(MODEL_KEY, v, "a string"))?,
     };
-    if model != "gpt2" {
-        let why = match model {
-            "none" | "no_vocab" => "the file has no vocabulary (ids only)".to_string(),
-            other => format!(
-                "{} is not supported (only \"gpt2\", byte-level BPE)",
+    let why = match model {
+        "gpt2" => return Ok(()),
+        "none" | "no_vocab" => "the file has no vocabulary (ids only)".to_string(),
+        "llama" => "\"llama\" (a SentencePiece vocabulary with scores and byte fallback) \
+                    is not supported (only \"gpt2\", byte-level BPE)"
+            .to_string(),
+        other => format!(
+            "{} is not supported (only \"gpt2\", byte-level BPE)",
+            excerpt(other)
+        ),
+    };
+    Err(meta.err(MODEL_KEY, why))
+}
+
+/// The pre-tokenizer llama.cpp runs for `tokenizer.ggml.pre` (llama-vocab.cpp): the
+/// pattern, and whether every numeric character is cut out first (`smollm` runs `\p{N}`
+/// and then GPT-2's pattern on what lies between).
+fn pre_tokenizer(meta: &Meta) -> Result<(&'static str, bool)> {
+    let Some(v) = meta.get(PRE_KEY) else {
+        return Err(meta.err(PRE_KEY, "missing (the pre-tokenizer's name)".into()));
+    };
+    match v.as_str() {
+        Some("qwen2") => Ok((QWEN_PATTERN, false)),
+        Some("gpt-2") => Ok((GPT2_PATTERN, false)),
+        Some("smollm") => Ok((GPT2_PATTERN, true)),
+        Some(other) => Err(meta.err(
+            PRE_KEY,
+            format!(
+                "{} is not supported (\"qwen2\", \"gpt-2\" or \"smollm\")",
                 excerpt(other)
             ),
-        };
-        return Err(err(MODEL_KEY, why));
+        )),
+        None => Err(meta.expected(PRE_KEY, v, "a string")),
     }
-    let pattern = match get(PRE_KEY) {
-        None => return Err(err(PRE_KEY, "missing (the pre-tokenizer's name)".into())),
-        Some(v) => match v.as_str() {
-            Some("qwen2") => QWEN_PATTERN,
-            Some("gpt-2") => GPT2_PATTERN,
-            Some(other) => {
-                return Err(err(
-                    PRE_KEY,
-                    format!(
-                        "{} is not supported (\"qwen2\" or \"gpt-2\")",
-                        excerpt(other)
-                    ),
-                ));
-            }
-            None => {
-                return Err(err(
-                    PRE_KEY,
-                    format!("{}, expected a string", v.type_name()),
-                ));
-            }
-        },
-    };
+}
 
-    let tokens = string_array(get(TOKENS_KEY), TOKENS_KEY, &what)?;
-    if tokens.is_empty() {
-        return Err(err(TOKENS_KEY, "empty".into()));
-    }
-    if tokens.len() > MAX_ID as usize + 1 {
-        return Err(err(
-            TOKENS_KEY,
-            format!(
-                "{} tokens, above the supported {}",
-                tokens.len(),
-                MAX_ID as u64 + 1
-            ),
-        ));
-    }
-    let n = tokens.len();
-    let types: Vec<i32> = match get(TYPES_KEY) {
-        None => vec![token_type::NORMAL; n],
-        Some(v) => {
-            let a = v
-                .as_array()
-                .ok_or_else(|| err(TYPES_KEY, format!("{}, expected an array", v.type_name())))?;
-            if a.len() != n {
-                return Err(err(
-                    TYPES_KEY,
-                    format!("{} entries for {n} tokens ({TOKENS_KEY})", a.len()),
-                ));
-            }
-            let mut out = Vec::with_capacity(n);
-            for (i, t) in a.iter().enumerate() {
-                let ty = as_i64(t).filter(|t| (1..=6).contains(t)).ok_or_else(|| {
-                    err(
-                        &format!("{TYPES_KEY}[{i}]"),
-                        format!("{} is not a token type (1 to 6)", brief(t)),
-                    )
-                })?;
-                out.push(ty as i32);
-            }
-            out
-        }
+/// `tokenizer.ggml.token_type`, checked (all normal when absent).
+fn token_types(meta: &Meta, n: usize) -> Result<Vec<i32>> {
+    let Some(v) = meta.get(TYPES_KEY) else {
+        return Ok(vec![token_type::NORMAL; n]);
     };
-    if let Some((arch_key, v)) = arch_vocab_size(metadata) {
-        let size = v.as_u64();
-        if size != Some(n as u64) {
-            return Err(err(
-                &arch_key,
-                format!("{} but {TOKENS_KEY} has {n} tokens", brief(v)),
-            ));
-        }
+    let a = v
+        .as_array()
+        .ok_or_else(|| meta.expected(TYPES_KEY, v, "an array"))?;
+    if a.len() != n {
+        let problem = format!("{} entries for {n} tokens ({TOKENS_KEY})", a.len());
+        return Err(meta.err(TYPES_KEY, problem));
     }
+    a.iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let ty = as_i64(t).filter(|t| (1..=6).contains(t)).ok_or_else(|| {
+                let problem = format!("{} is not a token type (1 to 6)", brief(t));
+                meta.err(&format!("{TYPES_KEY}[{i}]"), problem)
+            })?;
+            Ok(ty as i32)
+        })
+        .collect()
+}
 
+/// The tokens sorted by their type: normal tokens as bytes for the vocabulary, control,
+/// user-defined and unknown ones as added tokens.
+struct SplitTokens<'a> {
+    entries: Vec<(Vec<u8>, u32)>,
+    added: Vec<AddedToken>,
+    by_string: FxHashMap<&'a str, u32>,
+}
+
+fn split_tokens<'a>(meta: &Meta, tokens: &[&'a str], types: &[i32]) -> Result<SplitTokens<'a>> {
     let b2u = bytes_to_unicode();
     let inverse: FxHashMap<char, u8> = b2u.iter().enumerate().map(|(b, &c)| (c, b as u8)).collect();
-    let mut entries = Vec::with_capacity(n);
-    let mut added = Vec::new();
-    let mut by_string: FxHashMap<&str, u32> = FxHashMap::default();
+    let mut out = SplitTokens {
+        entries: Vec::with_capacity(tokens.len()),
+        added: Vec::new(),
+        by_string: FxHashMap::default(),
+    };
     let mut added_ids: FxHashMap<&str, usize> = FxHashMap::default();
-    for (i, (text, &ty)) in tokens.iter().zip(&types).enumerate() {
+    for (i, (&text, &ty)) in tokens.iter().zip(types).enumerate() {
         let id = i as u32;
         let at = || format!("{TOKENS_KEY}[{i}]");
         if text.is_empty() && ty != token_type::UNUSED {
-            return Err(err(&at(), "empty token".into()));
+            return Err(meta.err(&at(), "empty token".into()));
         }
         match ty {
             token_type::NORMAL => {
@@ -211,24 +279,21 @@ pub fn tokenizer_from_metadata(file: &Path, metadata: &[(String, MetaValue)]) ->
                     .map(|c| inverse.get(&c).copied())
                     .collect::<Option<_>>()
                     .ok_or_else(|| {
-                        err(
-                            &at(),
-                            format!("{} is not in the byte-level alphabet", excerpt(text)),
-                        )
+                        let problem =
+                            format!("{} is not in the byte-level alphabet", excerpt(text));
+                        meta.err(&at(), problem)
                     })?;
-                if by_string.insert(text, id).is_some() {
-                    return Err(err(&at(), format!("{} appears twice", excerpt(text))));
+                if out.by_string.insert(text, id).is_some() {
+                    return Err(meta.err(&at(), format!("{} appears twice", excerpt(text))));
                 }
-                entries.push((bytes, id));
+                out.entries.push((bytes, id));
             }
             token_type::CONTROL | token_type::USER_DEFINED | token_type::UNKNOWN => {
                 if let Some(first) = added_ids.insert(text, i) {
-                    return Err(err(
-                        &at(),
-                        format!("{} is also token {first}", excerpt(text)),
-                    ));
+                    let problem = format!("{} is also token {first}", excerpt(text));
+                    return Err(meta.err(&at(), problem));
                 }
-                added.push(AddedToken {
+                out.added.push(AddedToken {
                     content: text.to_string(),
                     id,
                     special: ty != token_type::USER_DEFINED,
@@ -236,7 +301,7 @@ pub fn tokenizer_from_metadata(file: &Path, metadata: &[(String, MetaValue)]) ->
             }
             token_type::UNUSED => {}
             _ => {
-                return Err(err(
+                return Err(meta.err(
                     &format!("{TYPES_KEY}[{i}]"),
                     "type 6 (byte) belongs to SentencePiece vocabularies, not byte-level BPE"
                         .into(),
@@ -244,22 +309,27 @@ pub fn tokenizer_from_metadata(file: &Path, metadata: &[(String, MetaValue)]) ->
             }
         }
     }
+    Ok(out)
+}
 
-    let merges = string_array(get(MERGES_KEY), MERGES_KEY, &what)?;
+/// `tokenizer.ggml.merges` as `(left, right) → (rank, merged)` over the normal tokens.
+fn merge_pairs(
+    meta: &Meta,
+    by_string: &FxHashMap<&str, u32>,
+) -> Result<FxHashMap<(u32, u32), (u32, u32)>> {
+    let merges = string_array(meta.get(MERGES_KEY), MERGES_KEY, &meta.what)?;
     let mut pairs = FxHashMap::with_capacity_and_hasher(merges.len(), Default::default());
     let mut joined = String::new();
     for (rank, m) in merges.iter().enumerate() {
         let at = || format!("{MERGES_KEY}[{rank}]");
         let mut it = m.split(' ');
         let (Some(l), Some(r), None) = (it.next(), it.next(), it.next()) else {
-            return Err(err(&at(), format!("{} is not `left right`", excerpt(m))));
+            return Err(meta.err(&at(), format!("{} is not `left right`", excerpt(m))));
         };
         let id = |t: &str| {
             by_string.get(t).copied().ok_or_else(|| {
-                err(
-                    &at(),
-                    format!("{} is not a normal token of {TOKENS_KEY}", excerpt(t)),
-                )
+                let problem = format!("{} is not a normal token of {TOKENS_KEY}", excerpt(t));
+                meta.err(&at(), problem)
             })
         };
         joined.clear();
@@ -269,53 +339,7 @@ pub fn tokenizer_from_metadata(file: &Path, metadata: &[(String, MetaValue)]) ->
         // The first occurrence of a pair wins, as in llama.cpp's and Hugging Face's loaders.
         pairs.entry((li, ri)).or_insert((rank as u32, merged));
     }
-    let vocab = Vocab::new(entries, MergeRule::Pairs(pairs), false, &what)?;
-
-    let special_id = |key: &str| -> Result<Option<u32>> {
-        match get(key) {
-            None => Ok(None),
-            Some(v) => match v.as_u64() {
-                Some(id) if id < n as u64 => Ok(Some(id as u32)),
-                _ => Err(err(key, format!("{} is not a token id (0..{n})", brief(v)))),
-            },
-        }
-    };
-    let (bos, eos, pad, unk) = (
-        special_id(BOS_KEY)?,
-        special_id(EOS_KEY)?,
-        special_id(PAD_KEY)?,
-        special_id(UNK_KEY)?,
-    );
-    let add_bos = match get(ADD_BOS_KEY) {
-        None => false,
-        Some(v) => v
-            .as_bool()
-            .ok_or_else(|| err(ADD_BOS_KEY, format!("{}, expected a bool", v.type_name())))?,
-    };
-    let chat_template = match get(CHAT_TEMPLATE_KEY) {
-        None => None,
-        Some(v) => Some(
-            v.as_str()
-                .ok_or_else(|| {
-                    err(
-                        CHAT_TEMPLATE_KEY,
-                        format!("{}, expected a string", v.type_name()),
-                    )
-                })?
-                .to_string(),
-        ),
-    };
-    let tokenizer = Tokenizer::new(vocab, added, pattern, false, &what)?;
-    Ok(GgufVocab {
-        tokenizer,
-        n_tokens: n,
-        bos,
-        eos,
-        pad,
-        unk,
-        add_bos,
-        chat_template,
-    })
+    Ok(pairs)
 }
 
 /// `{general.architecture}.vocab_size`, when both keys are there.
@@ -412,9 +436,10 @@ fn pre_tokenizer_name(tok: &Tokenizer) -> Option<&'static str> {
     if tok.split != SplitRule::default() {
         return None;
     }
-    match tok.pattern.as_str() {
-        QWEN_PATTERN => Some("qwen2"),
-        GPT2_PATTERN => Some("gpt-2"),
+    match (tok.pattern.as_str(), tok.split_digits) {
+        (QWEN_PATTERN, false) => Some("qwen2"),
+        (GPT2_PATTERN, false) => Some("gpt-2"),
+        (GPT2_PATTERN, true) => Some("smollm"),
         _ => None,
     }
 }

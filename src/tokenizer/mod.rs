@@ -33,7 +33,7 @@ pub use ids::parse_id_ranges;
 
 use crate::error::{Error, Result};
 use bpe::Bpe;
-use pretokenize::{SplitRule, for_each_piece};
+use pretokenize::{SplitRule, digit_fragments, for_each_piece};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use special::{AddedToken, AddedTokens, Segment};
@@ -51,6 +51,10 @@ pub struct Tokenizer {
     /// What the pattern's matches and the text between them become
     /// ([`pretokenize`]; Isolated unless a `tokenizer.json` says otherwise).
     pub split: SplitRule,
+    /// Cut every numeric character out as a piece of its own before the pattern runs
+    /// (llama.cpp's `smollm` pre-tokenizer, Hugging Face's `Digits` with
+    /// `individual_digits`).
+    pub split_digits: bool,
     regex: fancy_regex::Regex,
     /// One compiled copy per rayon thread: copies of a `Regex` share one cache pool,
     /// whose fast path serves only the thread that used it first (tiktoken keeps
@@ -113,6 +117,7 @@ impl Tokenizer {
             added,
             pattern: pattern.to_string(),
             split: SplitRule::default(),
+            split_digits: false,
             regex,
             thread_regexes: (0..THREAD_REGEXES).map(|_| OnceLock::new()).collect(),
             nfc,
@@ -217,8 +222,28 @@ impl Tokenizer {
     /// The pre-tokenizer's pieces of `text` (no normalisation, no added tokens).
     pub fn pieces<'a>(&self, text: &'a str) -> Result<Vec<&'a str>> {
         let mut out = Vec::new();
-        for_each_piece(&self.regex, self.split, text, &self.name, |p| out.push(p))?;
+        self.for_each_piece(&self.regex, text, |p| out.push(p))?;
         Ok(out)
+    }
+
+    /// The pre-tokenizer: digits cut out first when `split_digits`, then the pattern.
+    fn for_each_piece<'t>(
+        &self,
+        regex: &fancy_regex::Regex,
+        text: &'t str,
+        mut piece: impl FnMut(&'t str),
+    ) -> Result<()> {
+        if !self.split_digits {
+            return for_each_piece(regex, self.split, text, &self.name, piece);
+        }
+        for (fragment, is_digit) in digit_fragments(text) {
+            if is_digit {
+                piece(fragment);
+            } else {
+                for_each_piece(regex, self.split, fragment, &self.name, &mut piece)?;
+            }
+        }
+        Ok(())
     }
 
     fn encode_ordinary_into(
@@ -246,7 +271,7 @@ impl Tokenizer {
     ) -> Result<()> {
         let mut cache: FxHashMap<&str, (usize, usize)> = FxHashMap::default();
         let mut cached_ids: Vec<u32> = Vec::new();
-        for_each_piece(regex, self.split, text, &self.name, |piece| {
+        self.for_each_piece(regex, text, |piece| {
             if self.vocab.whole_piece_first
                 && let Some(id) = self.vocab.id(piece.as_bytes())
             {
@@ -259,6 +284,9 @@ impl Tokenizer {
             }
             let before = out.len();
             bpe.encode_piece(&self.vocab, piece.as_bytes(), out);
+            if self.vocab.missing_bytes {
+                drop_missing_bytes(out, before);
+            }
             if piece.len() > 1 {
                 let s = cached_ids.len();
                 cached_ids.extend_from_slice(&out[before..]);
@@ -273,7 +301,10 @@ impl Tokenizer {
     /// the ids — are exactly those of the sequential pass.
     pub fn encode_parallel(&self, text: &str) -> Result<Vec<u32>> {
         // The cut points are safe for Qwen's pattern cut the default way only.
-        if self.pattern != bpe::QWEN_PATTERN || self.split != SplitRule::default() {
+        if self.pattern != bpe::QWEN_PATTERN
+            || self.split != SplitRule::default()
+            || self.split_digits
+        {
             return self.encode(text);
         }
         let segments = self.added.split(text);
@@ -371,6 +402,19 @@ impl Tokenizer {
         }
         Ok(s)
     }
+}
+
+/// Removes the [`vocab::NO_BYTE`] ids from `out[from..]`: llama.cpp's BPE emits nothing
+/// for a byte its vocabulary lacks.
+fn drop_missing_bytes(out: &mut Vec<u32>, from: usize) {
+    let mut kept = from;
+    for i in from..out.len() {
+        if out[i] != vocab::NO_BYTE {
+            out[kept] = out[i];
+            kept += 1;
+        }
+    }
+    out.truncate(kept);
 }
 
 /// Where the shipped Qwen vocabulary lives.

@@ -141,6 +141,23 @@ pub fn for_each_piece<'t>(
     Ok(())
 }
 
+/// `text` cut around every numeric character (Unicode categories Nd, Nl, No — llama.cpp's
+/// `\p{N}`): each such character alone, flagged `true`, and the stretches between them.
+pub fn digit_fragments(text: &str) -> impl Iterator<Item = (&str, bool)> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        let first = rest.chars().next()?;
+        let end = if first.is_numeric() {
+            first.len_utf8()
+        } else {
+            rest.find(char::is_numeric).unwrap_or(rest.len())
+        };
+        let (fragment, tail) = rest.split_at(end);
+        rest = tail;
+        Some((fragment, first.is_numeric()))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,5 +209,21 @@ mod tests {
             ["ab", "12", "cd"]
         );
         assert_eq!(pieces(Isolated, false, "x*", "ab"), ["a", "b"]);
+    }
+
+    #[test]
+    fn digit_fragments_isolate_each_numeric_character() {
+        let cut: Vec<_> = digit_fragments("a 12²x").collect();
+        assert_eq!(
+            cut,
+            [
+                ("a ", false),
+                ("1", true),
+                ("2", true),
+                ("²", true),
+                ("x", false)
+            ]
+        );
+        assert_eq!(digit_fragments("").count(), 0);
     }
 }

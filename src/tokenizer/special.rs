@@ -8,7 +8,7 @@
 //! matters to a decoder asked to skip special tokens.
 
 use crate::error::{Error, Result, excerpt};
-use aho_corasick::{AhoCorasick, MatchKind};
+use aho_corasick::{AhoCorasick, Input, MatchKind};
 use rustc_hash::FxHashMap;
 
 /// One added token: its text, its id, and whether Hugging Face flags it `special`.
@@ -79,11 +79,20 @@ pub struct AddedTokens {
     /// Index into `by_length` of each id and each content.
     by_id: FxHashMap<u32, usize>,
     by_content: FxHashMap<String, usize>,
-    /// Finds every token in one pass over the text, leftmost first and the longest at a
-    /// position (what Hugging Face's added-vocabulary matcher does): `O(text)` whatever
-    /// the number of tokens. `None` when there are no tokens.
+    /// How many tokens at the front of `by_length` are longer than [`AUTOMATON_BYTES`]:
+    /// those are found by substring search instead of the automaton.
+    n_long: usize,
+    /// Finds the other tokens in one pass over the text, leftmost first and the longest
+    /// at a position (what Hugging Face's added-vocabulary matcher does): `O(text)`
+    /// whatever the number of tokens. `None` when there are none.
     matcher: Option<AhoCorasick>,
 }
+
+/// Tokens up to this length go into the automaton. Its construction follows failure
+/// links as deep as a token is long, so one 100 KB token would take minutes; real added
+/// tokens are a few dozen bytes, and longer ones are searched for one by one (two-way
+/// search, linear in the text).
+const AUTOMATON_BYTES: usize = 256;
 
 impl AddedTokens {
     /// Checks the list (no empty or duplicate content, no duplicate id) and indexes it, in
@@ -131,13 +140,17 @@ impl AddedTokens {
             .enumerate()
             .map(|(i, t)| (t.content.clone(), i))
             .collect();
-        let matcher = if by_length.is_empty() {
+        let n_long = by_length
+            .iter()
+            .take_while(|t| t.content.len() > AUTOMATON_BYTES)
+            .count();
+        let matcher = if by_length.len() == n_long {
             None
         } else {
             Some(
                 AhoCorasick::builder()
                     .match_kind(MatchKind::LeftmostLongest)
-                    .build(by_length.iter().map(|t| t.content.as_bytes()))
+                    .build(by_length[n_long..].iter().map(|t| t.content.as_bytes()))
                     .map_err(|e| {
                         Error::field(what, "added_tokens", format!("cannot index them: {e}"))
                     })?,
@@ -147,6 +160,7 @@ impl AddedTokens {
             by_length,
             by_id,
             by_content,
+            n_long,
             matcher,
         })
     }
@@ -186,14 +200,44 @@ impl AddedTokens {
     pub fn split<'a>(&self, text: &'a str) -> Vec<Segment<'a>> {
         let mut out = Vec::new();
         let mut start = 0usize;
-        if let Some(m) = &self.matcher {
-            for hit in m.find_iter(text.as_bytes()) {
-                if start < hit.start() {
-                    out.push(Segment::Text(&text[start..hit.start()]));
-                }
-                out.push(Segment::Added(self.by_length[hit.pattern().as_usize()].id));
-                start = hit.end();
+        // The next hit at or after `start` of the automaton and of each long token, kept
+        // between turns so that no stretch of text is searched twice for the same thing.
+        // `None` once there is no hit left.
+        let mut short: Option<(usize, usize, usize)> = None;
+        let mut short_searched = false;
+        let mut long: Vec<Option<usize>> = self.by_length[..self.n_long]
+            .iter()
+            .map(|t| text.find(t.content.as_str()))
+            .collect();
+        loop {
+            if let Some(m) = &self.matcher
+                && (!short_searched || short.is_some_and(|(s, _, _)| s < start))
+            {
+                short_searched = true;
+                short = m
+                    .find(Input::new(text).span(start..text.len()))
+                    .map(|h| (h.start(), h.end(), self.n_long + h.pattern().as_usize()));
             }
+            let mut best = short.filter(|h| h.0 >= start);
+            for (i, next) in long.iter_mut().enumerate() {
+                let content = self.by_length[i].content.as_str();
+                if next.is_some_and(|p| p < start) {
+                    *next = text[start..].find(content).map(|p| p + start);
+                }
+                // Long tokens come first in `by_length`, longest first: a tie keeps the
+                // earlier (longer) one.
+                if let Some(p) = *next
+                    && best.is_none_or(|b| p < b.0 || (p == b.0 && i < b.2))
+                {
+                    best = Some((p, p + content.len(), i));
+                }
+            }
+            let Some((s, e, i)) = best else { break };
+            if start < s {
+                out.push(Segment::Text(&text[start..s]));
+            }
+            out.push(Segment::Added(self.by_length[i].id));
+            start = e;
         }
         if start < text.len() {
             out.push(Segment::Text(&text[start..]));
@@ -254,5 +298,39 @@ mod tests {
         assert!(AddedTokens::new(vec![t("<a>", 1), t("<a>", 2)], "x").is_err());
         assert!(AddedTokens::new(vec![t("<a>", 1), t("<b>", 1)], "x").is_err());
         assert!(AddedTokens::new(vec![t("", 1)], "x").is_err());
+    }
+}
+
+#[cfg(test)]
+mod long_token_tests {
+    use super::*;
+
+    /// Building the matcher is linear in the tokens' total length: a 200 KB added token
+    /// (a hostile vocabulary) indexes well within a second's budget.
+    #[test]
+    fn a_long_added_token_indexes_quickly() {
+        let long: String = (0..200_000)
+            .map(|i| (b'a' + (i % 7) as u8) as char)
+            .collect();
+        let tokens = vec![
+            AddedToken {
+                content: long.clone(),
+                id: 1,
+                special: true,
+            },
+            AddedToken {
+                content: "<s>".into(),
+                id: 2,
+                special: true,
+            },
+        ];
+        let t0 = std::time::Instant::now();
+        let added = AddedTokens::new(tokens, "long").unwrap();
+        let built = t0.elapsed();
+        let text = format!("x<s>{long}y");
+        let segments = added.split(&text);
+        assert_eq!(segments[1], Segment::Added(2));
+        assert_eq!(segments[2], Segment::Added(1));
+        assert!(built.as_secs_f64() < 2.0, "built in {built:?}");
     }
 }

@@ -14,6 +14,9 @@ use rustc_hash::FxHashMap;
 /// The largest id (rank) a vocabulary may use.
 pub const MAX_ID: u32 = (1 << 24) - 1;
 
+/// [`Vocab::byte_id`] of a byte that is not a token (see [`Vocab::new_missing_bytes`]).
+pub const NO_BYTE: u32 = u32::MAX;
+
 /// How the merge loop ranks two adjacent parts.
 #[derive(Clone, Debug)]
 pub enum MergeRule {
@@ -30,8 +33,10 @@ pub struct Vocab {
     tokens: Vec<Option<Box<[u8]>>>,
     /// bytes → id.
     ids: FxHashMap<Box<[u8]>, u32>,
-    /// The id of each single byte.
+    /// The id of each single byte ([`NO_BYTE`] where it has none).
     byte_ids: [u32; 256],
+    /// Some single byte is not a token.
+    pub missing_bytes: bool,
     pub merges: MergeRule,
     /// Look a whole pre-token piece up before merging (tiktoken always does;
     /// Hugging Face does when `ignore_merges` is set).
@@ -43,6 +48,26 @@ impl Vocab {
     /// be a token (byte-level BPE encodes any input through them); ids and byte strings
     /// must be unique.
     pub fn new(
+        entries: Vec<(Vec<u8>, u32)>,
+        merges: MergeRule,
+        whole_piece_first: bool,
+        what: &str,
+    ) -> Result<Self> {
+        let vocab = Self::new_missing_bytes(entries, merges, whole_piece_first, what)?;
+        if let Some(b) = (0..=255u8).find(|&b| vocab.byte_ids[b as usize] == NO_BYTE) {
+            return Err(Error::field(
+                what,
+                "vocabulary",
+                format!("the single byte 0x{b:02x} is not a token"),
+            ));
+        }
+        Ok(vocab)
+    }
+
+    /// [`Vocab::new`] for a vocabulary that may lack some single bytes (SmolLM2's GGUF
+    /// has no token for most control characters): such a byte gets [`NO_BYTE`], never
+    /// merges, and the tokenizer drops it from the ids, as llama.cpp's BPE does.
+    pub fn new_missing_bytes(
         entries: Vec<(Vec<u8>, u32)>,
         merges: MergeRule,
         whole_piece_first: bool,
@@ -85,19 +110,16 @@ impl Vocab {
             }
             tokens[id as usize] = Some(bytes);
         }
-        let mut byte_ids = [0u32; 256];
+        let mut byte_ids = [NO_BYTE; 256];
         for b in 0..=255u8 {
-            byte_ids[b as usize] = *ids.get(&[b][..]).ok_or_else(|| {
-                Error::field(
-                    what,
-                    "vocabulary",
-                    format!("the single byte 0x{b:02x} is not a token"),
-                )
-            })?;
+            if let Some(&id) = ids.get(&[b][..]) {
+                byte_ids[b as usize] = id;
+            }
         }
         Ok(Self {
             tokens,
             ids,
+            missing_bytes: byte_ids.contains(&NO_BYTE),
             byte_ids,
             merges,
             whole_piece_first,
@@ -130,7 +152,7 @@ impl Vocab {
         self.ids.get(bytes).copied()
     }
 
-    /// The id of a single byte.
+    /// The id of a single byte ([`NO_BYTE`] when it is not a token).
     #[inline]
     pub fn byte_id(&self, b: u8) -> u32 {
         self.byte_ids[b as usize]

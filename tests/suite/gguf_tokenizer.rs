@@ -352,10 +352,6 @@ fn malformed_metadata_is_an_error_naming_the_key() {
             "tokenizer.ggml.token_type[3]",
         ),
         (
-            Box::new(|m| array_mut(m, TYPES_KEY)[200] = MetaValue::I32(5)),
-            "0xc8 is not a token",
-        ),
-        (
             Box::new(|m| set(m, TYPES_KEY, Some(MetaValue::U32(1)))),
             "tokenizer.ggml.token_type",
         ),

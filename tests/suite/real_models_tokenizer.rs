@@ -1,0 +1,153 @@
+//! The real models' own tokenizers, read from their GGUF metadata, against llama.cpp's
+//! `vocab_only` tokenizer on the same files (data/real/tokenizer-*.json, written by
+//! scripts/gen_real_tokenizer_fixtures.py with llama-cpp-python 0.3.36: 62 strings —
+//! English, Chinese and other scripts, code, numbers, whitespace runs, emoji, special
+//! tokens, leading spaces, the empty string — under the `add_bos` / `special` flags).
+//!
+//! SmolLM2-135M-Instruct is byte-level BPE with llama.cpp's `smollm` pre-tokenizer (every
+//! digit cut out, then GPT-2's pattern): ids, BOS as the file asks, and the detokenized
+//! bytes all equal llama.cpp's. Gemma 3's vocabulary is SentencePiece-style
+//! (`tokenizer.ggml.model` = "llama"), which the reader refuses with an error naming that
+//! key; its fixture waits for that reader.
+//!
+//! The model files are not in git: without them these tests say what they skip and how to
+//! fetch the files (`bash scripts/get-real-models.sh`).
+
+use llm_anatomy::tokenizer::gguf_vocab::{self, GgufVocab};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+#[derive(Deserialize)]
+struct Fixture {
+    sha256: String,
+    cases: Vec<Case>,
+}
+
+#[derive(Deserialize)]
+struct Case {
+    text: String,
+    add_bos: bool,
+    special: bool,
+    ids: Vec<u32>,
+    detokenized: Vec<u8>,
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The model file, or `None` after one line saying what is skipped and how to fetch it.
+fn model_path(file: &str, test: &str) -> Option<PathBuf> {
+    let path = root().join("target/real-models").join(file);
+    if path.is_file() {
+        return Some(path);
+    }
+    eprintln!(
+        "skipped {test}: {} is absent (fetch it with `bash scripts/get-real-models.sh`)",
+        path.display()
+    );
+    None
+}
+
+fn fixture(name: &str) -> Fixture {
+    let path = root().join(format!("data/real/tokenizer-{name}.json"));
+    let text = std::fs::read_to_string(&path).expect("fixture");
+    serde_json::from_str(&text).expect("fixture parses")
+}
+
+/// Our ids for a case, with llama.cpp's meaning of the flags: BOS when asked and the file
+/// says so; added tokens matched only with `special` (SmolLM2's are all control tokens).
+fn our_ids(v: &GgufVocab, case: &Case) -> Vec<u32> {
+    let mut ids = Vec::new();
+    if case.add_bos && v.add_bos {
+        ids.extend(v.bos);
+    }
+    let rest = if case.special {
+        v.tokenizer.encode(&case.text)
+    } else {
+        v.tokenizer.encode_ordinary(&case.text)
+    };
+    ids.extend(rest.expect("encodes"));
+    ids
+}
+
+#[test]
+fn smollm2_tokenizes_as_llama_cpp() {
+    let Some(path) = model_path(
+        "smollm2-135m-instruct-q4_1.gguf",
+        "smollm2_tokenizes_as_llama_cpp",
+    ) else {
+        return;
+    };
+    let fx = fixture("smollm2");
+    assert!(fx.cases.len() >= 50, "{} cases", fx.cases.len());
+    let v = gguf_vocab::open(&path).expect("SmolLM2's tokenizer reads");
+    // encode_ordinary stands for special=false only while every added token is a control
+    // token (llama.cpp still matches user-defined ones).
+    assert!(v.tokenizer.added.tokens().iter().all(|t| t.special));
+    let mut wrong = Vec::new();
+    for case in &fx.cases {
+        let ids = our_ids(&v, case);
+        if ids != case.ids {
+            wrong.push(format!(
+                "{:?} special={}: ours {ids:?}, llama.cpp {:?}",
+                case.text, case.special, case.ids
+            ));
+            continue;
+        }
+        let bytes = v.tokenizer.decode_bytes(&ids).expect("decodes");
+        if bytes != case.detokenized {
+            wrong.push(format!(
+                "{:?}: detokenized {:?}",
+                case.text,
+                String::from_utf8_lossy(&bytes)
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} cases differ:\n{}",
+        wrong.len(),
+        fx.cases.len(),
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn fixtures_belong_to_the_files() {
+    for (name, file) in [
+        ("smollm2", "smollm2-135m-instruct-q4_1.gguf"),
+        ("gemma3", "gemma3-270m-q4_k_m.gguf"),
+    ] {
+        let Some(path) = model_path(file, "fixtures_belong_to_the_files") else {
+            return;
+        };
+        let bytes = std::fs::read(&path).expect("model file");
+        let digest = sha256_hex(&bytes);
+        assert_eq!(digest, fixture(name).sha256, "{}", path.display());
+    }
+}
+
+#[test]
+fn gemma3_spm_vocabulary_is_refused_by_key() {
+    let Some(path) = model_path(
+        "gemma3-270m-q4_k_m.gguf",
+        "gemma3_spm_vocabulary_is_refused_by_key",
+    ) else {
+        return;
+    };
+    let e = gguf_vocab::open(&path).err().expect("refused").to_string();
+    assert!(
+        e.contains("tokenizer.ggml.model") && e.contains("SentencePiece"),
+        "{e}"
+    );
+    assert!(e.contains("gemma3-270m-q4_k_m.gguf"), "{e}");
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
