@@ -30,6 +30,78 @@ pub const MAX_METADATA_VALUES: u64 = 1 << 24;
 /// Arrays inside arrays: gguf-py writes them (llama.cpp reads none); real files nest at
 /// most once. The bound keeps the recursion shallow.
 pub const MAX_ARRAY_DEPTH: usize = 8;
+/// Memory the parsed header may take beyond its size on disk. A tiny key costs ~15 bytes
+/// on disk and ~90 parsed, so without a bound a header of small entries grows six-fold in
+/// memory; the largest real vocabularies parse to about 40 MB.
+pub const MEMORY_FLOOR: u64 = 128 << 20;
+
+/// What a heap allocation of `len` bytes costs: rounded to 16 and a 16-byte header, as
+/// glibc's malloc; nothing when empty.
+fn heap_bytes(len: usize) -> u64 {
+    if len == 0 {
+        0
+    } else {
+        (len as u64).div_ceil(16) * 16 + 16
+    }
+}
+
+/// The values and the memory the parsed header has taken so far: the values counted
+/// against [`MAX_METADATA_VALUES`], the memory (estimated as it is allocated) against
+/// the bytes read so far plus a floor, so memory stays within about twice the header.
+struct Budget {
+    values_left: u64,
+    bytes: u64,
+    floor: u64,
+}
+
+impl Budget {
+    fn new(floor: u64) -> Budget {
+        Budget {
+            values_left: MAX_METADATA_VALUES,
+            bytes: 0,
+            floor,
+        }
+    }
+
+    /// Whether `n` more values fit, without taking them.
+    fn check_values(&self, file: &Path, key: &str, n: u64) -> Result<()> {
+        if n > self.values_left {
+            return Err(malformed(
+                file,
+                format!(
+                    "{}: more than {MAX_METADATA_VALUES} metadata values in the file",
+                    excerpt(key)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn count_values(&mut self, file: &Path, key: &str, n: u64) -> Result<()> {
+        self.check_values(file, key, n)?;
+        self.values_left -= n;
+        Ok(())
+    }
+
+    /// Takes `bytes` of memory for the entry `what`, before they are allocated.
+    fn charge(&mut self, r: &Reader, bytes: u64, what: &str) -> Result<()> {
+        self.bytes = self.bytes.saturating_add(bytes);
+        let allowed = self.floor + r.pos as u64;
+        if self.bytes > allowed {
+            return Err(malformed(
+                r.file,
+                format!(
+                    "at {} (offset {}): the header's entries would take more than {allowed} bytes in memory, its {} bytes so far plus {} (too many small keys, values or tensor infos)",
+                    excerpt(what),
+                    r.pos,
+                    r.pos,
+                    self.floor
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
 
 /// What [`parse`] finds: everything but the tensor data, which stays in the caller's bytes.
 #[derive(Clone, Debug, PartialEq)]
@@ -146,8 +218,13 @@ impl<'a> Reader<'a> {
         self.array(what).map(u64::from_le_bytes)
     }
 
-    /// A gguf string: a u64 length, then that many bytes of UTF-8.
+    /// A gguf string, owned.
     fn string(&mut self, what: &dyn Fn() -> String) -> Result<String> {
+        self.str(what).map(str::to_string)
+    }
+
+    /// A gguf string: a u64 length, then that many bytes of UTF-8.
+    fn str(&mut self, what: &dyn Fn() -> String) -> Result<&'a str> {
         let len = self.u64(&|| format!("the length of {}", what()))?;
         if len > MAX_STRING_BYTES {
             return Err(malformed(
@@ -160,7 +237,7 @@ impl<'a> Reader<'a> {
         }
         let bytes = self.take(len, what)?;
         match std::str::from_utf8(bytes) {
-            Ok(s) => Ok(s.to_string()),
+            Ok(s) => Ok(s),
             Err(e) => Err(malformed(
                 self.file,
                 format!(
@@ -178,99 +255,21 @@ impl<'a> Reader<'a> {
 /// errors. Every count, length, shape and offset is checked: the tensors' byte ranges
 /// returned lie inside `bytes`, aligned, in order, without overlap.
 pub fn parse(path_for_errors: &Path, bytes: &[u8]) -> Result<Parsed> {
-    let file = path_for_errors;
+    parse_within(path_for_errors, bytes, MEMORY_FLOOR)
+}
+
+/// [`parse`] with `floor` bytes of memory allowed beyond the header's size on disk.
+fn parse_within(file: &Path, bytes: &[u8], floor: u64) -> Result<Parsed> {
     let mut r = Reader {
         file,
         bytes,
         pos: 0,
     };
-    let magic: [u8; 4] = r.array(&|| "the magic \"GGUF\"".to_string())?;
-    if &magic != MAGIC {
-        return Err(malformed(
-            file,
-            format!(
-                "not a GGUF file: it starts with {:02x?}, not \"GGUF\"",
-                &magic
-            ),
-        ));
-    }
-    let version = r.u32(&|| "the version".to_string())?;
-    check_version(file, version)?;
-    let tensor_count = r.u64(&|| "the tensor count".to_string())?;
-    let kv_count = r.u64(&|| "the metadata count".to_string())?;
-    // A metadata pair takes at least 14 bytes (a key length, a key byte, a value type and
-    // a one-byte value), a tensor info 24: a count past what the rest of the file can hold
-    // is refused before it sizes anything.
-    let bound = |count: u64, min: u64, what: &str, r: &Reader| -> Result<()> {
-        let fits = r.remaining() / min;
-        if count > fits {
-            return Err(file_error(
-                file,
-                CheckpointProblem::Truncated(format!(
-                    "{what} {count}: the {} bytes after the header hold at most {fits}",
-                    r.remaining()
-                )),
-            ));
-        }
-        Ok(())
-    };
-    bound(kv_count, 14, "metadata count", &r)?;
-    bound(tensor_count, 24, "tensor count", &r)?;
-
-    let mut budget = MAX_METADATA_VALUES;
-    let mut metadata: Vec<(String, MetaValue)> = Vec::with_capacity(kv_count as usize);
-    let mut keys: HashSet<String> = HashSet::with_capacity(kv_count as usize);
-    for i in 0..kv_count {
-        let key = r.string(&|| format!("the key of metadata pair {i}"))?;
-        if key.is_empty() {
-            return Err(malformed(
-                file,
-                format!("metadata pair {i} has an empty key"),
-            ));
-        }
-        if !keys.insert(key.clone()) {
-            return Err(malformed(
-                file,
-                format!("metadata key {} appears twice", excerpt(&key)),
-            ));
-        }
-        let ty = r.u32(&|| format!("the value type of {}", excerpt(&key)))?;
-        let value = read_value(&mut r, &key, ty, 0, &mut budget)?;
-        metadata.push((key, value));
-    }
-
-    let alignment = match metadata.iter().find(|(k, _)| k == ALIGNMENT_KEY) {
-        None => DEFAULT_ALIGNMENT,
-        Some((_, MetaValue::U32(a))) if a.is_power_of_two() => u64::from(*a),
-        Some((_, MetaValue::U32(a))) => {
-            return Err(malformed(
-                file,
-                format!("`{ALIGNMENT_KEY}` is {a}, not a power of two"),
-            ));
-        }
-        Some((_, v)) => {
-            return Err(malformed(
-                file,
-                format!("`{ALIGNMENT_KEY}` must be a u32, not {}", v.type_name()),
-            ));
-        }
-    };
-
-    let mut tensors: Vec<GgufTensor> = Vec::with_capacity(tensor_count as usize);
-    let mut names: HashSet<String> = HashSet::with_capacity(tensor_count as usize);
-    for i in 0..tensor_count {
-        let t = read_tensor_info(&mut r, i)?;
-        if !names.insert(t.name.clone()) {
-            return Err(tensor_error(
-                file,
-                &t.name,
-                CheckpointProblem::Duplicate {
-                    first: file.to_path_buf(),
-                },
-            ));
-        }
-        tensors.push(t);
-    }
+    let (version, tensor_count, kv_count) = read_header(&mut r)?;
+    let mut budget = Budget::new(floor);
+    let metadata = read_metadata(&mut r, kv_count, &mut budget)?;
+    let alignment = alignment_of(file, &metadata)?;
+    let tensors = read_tensor_infos(&mut r, tensor_count, &mut budget)?;
 
     // The data section starts at the next multiple of the alignment.
     let header_end = r.pos as u64;
@@ -295,6 +294,122 @@ pub fn parse(path_for_errors: &Path, bytes: &[u8]) -> Result<Parsed> {
     })
 }
 
+/// The magic, the version and the two counts: (version, tensor count, metadata count),
+/// each count refused when the rest of the file cannot hold that many entries.
+fn read_header(r: &mut Reader) -> Result<(u32, u64, u64)> {
+    let file = r.file;
+    let magic: [u8; 4] = r.array(&|| "the magic \"GGUF\"".to_string())?;
+    if &magic != MAGIC {
+        return Err(malformed(
+            file,
+            format!(
+                "not a GGUF file: it starts with {:02x?}, not \"GGUF\"",
+                &magic
+            ),
+        ));
+    }
+    let version = r.u32(&|| "the version".to_string())?;
+    check_version(file, version)?;
+    let tensor_count = r.u64(&|| "the tensor count".to_string())?;
+    let kv_count = r.u64(&|| "the metadata count".to_string())?;
+    // A metadata pair takes at least 14 bytes (a key length, a key byte, a value type and
+    // a one-byte value), a tensor info 24: a count past what the rest of the file can hold
+    // is refused before it sizes anything.
+    let bound = |count: u64, min: u64, what: &str| -> Result<()> {
+        let fits = r.remaining() / min;
+        if count > fits {
+            return Err(file_error(
+                file,
+                CheckpointProblem::Truncated(format!(
+                    "{what} {count}: the {} bytes after the header hold at most {fits}",
+                    r.remaining()
+                )),
+            ));
+        }
+        Ok(())
+    };
+    bound(kv_count, 14, "metadata count")?;
+    bound(tensor_count, 24, "tensor count")?;
+    Ok((version, tensor_count, kv_count))
+}
+
+/// The metadata pairs, each key once.
+fn read_metadata<'a>(
+    r: &mut Reader<'a>,
+    kv_count: u64,
+    budget: &mut Budget,
+) -> Result<Vec<(String, MetaValue)>> {
+    let file = r.file;
+    // Grown as pairs are read (and charged), not sized by the count the file claims.
+    let mut metadata: Vec<(String, MetaValue)> = Vec::with_capacity(kv_count.min(1024) as usize);
+    let mut keys: HashSet<&'a str> = HashSet::new();
+    for i in 0..kv_count {
+        let key = r.str(&|| format!("the key of metadata pair {i}"))?;
+        if key.is_empty() {
+            return Err(malformed(
+                file,
+                format!("metadata pair {i} has an empty key"),
+            ));
+        }
+        if !keys.insert(key) {
+            return Err(malformed(
+                file,
+                format!("metadata key {} appears twice", excerpt(key)),
+            ));
+        }
+        let pair = size_of::<(String, MetaValue)>() + size_of::<&str>() + 8;
+        budget.charge(r, pair as u64 + heap_bytes(key.len()), key)?;
+        let ty = r.u32(&|| format!("the value type of {}", excerpt(key)))?;
+        let value = read_value(r, key, ty, 0, budget)?;
+        metadata.push((key.to_string(), value));
+    }
+    Ok(metadata)
+}
+
+/// `general.alignment`, a power of two (32 when absent).
+fn alignment_of(file: &Path, metadata: &[(String, MetaValue)]) -> Result<u64> {
+    match metadata.iter().find(|(k, _)| k == ALIGNMENT_KEY) {
+        None => Ok(DEFAULT_ALIGNMENT),
+        Some((_, MetaValue::U32(a))) if a.is_power_of_two() => Ok(u64::from(*a)),
+        Some((_, MetaValue::U32(a))) => Err(malformed(
+            file,
+            format!("`{ALIGNMENT_KEY}` is {a}, not a power of two"),
+        )),
+        Some((_, v)) => Err(malformed(
+            file,
+            format!("`{ALIGNMENT_KEY}` must be a u32, not {}", v.type_name()),
+        )),
+    }
+}
+
+/// The tensor infos, each name once.
+fn read_tensor_infos(
+    r: &mut Reader,
+    tensor_count: u64,
+    budget: &mut Budget,
+) -> Result<Vec<GgufTensor>> {
+    let file = r.file;
+    let mut tensors: Vec<GgufTensor> = Vec::with_capacity(tensor_count.min(1024) as usize);
+    let mut names: HashSet<String> = HashSet::new();
+    for i in 0..tensor_count {
+        let t = read_tensor_info(r, i)?;
+        let info = size_of::<GgufTensor>() + size_of::<String>() + 8;
+        let heap = 2 * heap_bytes(t.name.len()) + heap_bytes(8 * t.dims.len());
+        budget.charge(r, info as u64 + heap, &t.name)?;
+        if !names.insert(t.name.clone()) {
+            return Err(tensor_error(
+                file,
+                &t.name,
+                CheckpointProblem::Duplicate {
+                    first: file.to_path_buf(),
+                },
+            ));
+        }
+        tensors.push(t);
+    }
+    Ok(tensors)
+}
+
 fn check_version(file: &Path, version: u32) -> Result<()> {
     let problem = match version {
         2 | 3 => return Ok(()),
@@ -315,19 +430,10 @@ fn read_value(
     key: &str,
     ty: u32,
     depth: usize,
-    budget: &mut u64,
+    budget: &mut Budget,
 ) -> Result<MetaValue> {
     use value_type::*;
-    if *budget == 0 {
-        return Err(malformed(
-            r.file,
-            format!(
-                "{}: more than {MAX_METADATA_VALUES} metadata values in the file",
-                excerpt(key)
-            ),
-        ));
-    }
-    *budget -= 1;
+    budget.count_values(r.file, key, 1)?;
     let what = || format!("the value of {}", excerpt(key));
     Ok(match ty {
         U8 => MetaValue::U8(r.array::<1>(&what)?[0]),
@@ -350,7 +456,11 @@ fn read_value(
                 ));
             }
         },
-        STRING => MetaValue::Str(r.string(&what)?),
+        STRING => {
+            let s = r.string(&what)?;
+            budget.charge(r, heap_bytes(s.len()), key)?;
+            MetaValue::Str(s)
+        }
         ARRAY => {
             if depth >= MAX_ARRAY_DEPTH {
                 return Err(malformed(
@@ -386,15 +496,8 @@ fn read_value(
                     )),
                 ));
             }
-            if n > *budget {
-                return Err(malformed(
-                    r.file,
-                    format!(
-                        "{}: more than {MAX_METADATA_VALUES} metadata values in the file",
-                        excerpt(key)
-                    ),
-                ));
-            }
+            budget.check_values(r.file, key, n)?;
+            budget.charge(r, n * size_of::<MetaValue>() as u64, key)?;
             let mut items = Vec::with_capacity(n as usize);
             for _ in 0..n {
                 items.push(read_value(r, key, elem, depth + 1, budget)?);
@@ -531,4 +634,53 @@ fn check_layout(file: &Path, tensors: &[GgufTensor], alignment: u64, data_len: u
         previous = Some(&t.name);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+
+    /// A GGUF of `n` one-byte metadata values under short keys, or of `n` empty tensors.
+    fn tiny_entries(n: u64, tensors: bool) -> Vec<u8> {
+        let mut b = b"GGUF".to_vec();
+        b.extend(3u32.to_le_bytes());
+        let (t, kv) = if tensors { (n, 0u64) } else { (0, n) };
+        b.extend(t.to_le_bytes());
+        b.extend(kv.to_le_bytes());
+        for i in 0..n {
+            let key = format!("k{i:x}");
+            b.extend((key.len() as u64).to_le_bytes());
+            b.extend(key.as_bytes());
+            if tensors {
+                b.extend(1u32.to_le_bytes()); // one dimension, of 0 elements, f32, at 0
+                b.extend(0u64.to_le_bytes());
+                b.extend(0u32.to_le_bytes());
+                b.extend(0u64.to_le_bytes());
+            } else {
+                b.extend(value_type::U8.to_le_bytes());
+                b.push(1);
+            }
+        }
+        b
+    }
+
+    #[test]
+    fn small_entries_are_charged_to_the_memory_budget() {
+        for tensors in [false, true] {
+            let bytes = tiny_entries(20_000, tensors);
+            let file = Path::new("tiny.gguf");
+            // Parsed, 20 000 entries take more than 64 KiB beyond the file's own bytes.
+            let err = parse_within(file, &bytes, 64 << 10)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("tiny.gguf") && err.contains("in memory"),
+                "{err}"
+            );
+            // Within the real floor the metadata parses; the tensors then fail only
+            // because their data section would start past the end of the file.
+            let parsed = parse(file, &bytes);
+            assert_eq!(parsed.is_ok(), !tensors, "{parsed:?}");
+        }
+    }
 }
