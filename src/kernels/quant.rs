@@ -105,33 +105,36 @@ impl QuantizedRows {
         );
         self.block = block;
         self.cols = cols;
-        self.d.clear();
-        self.qs.clear();
-        self.sums.clear();
-        self.dsums.clear();
-        for xb in xs.chunks_exact(block) {
-            let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-            let finite = xb.iter().all(|v| v.is_finite());
-            let d = amax / 127.0;
-            let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
-            let d = if finite { d } else { f32::NAN };
-            self.d.push(d);
-            let mut total = 0i32;
-            for x16 in xb.chunks_exact(16) {
-                let mut s = 0i16;
-                for &v in x16 {
-                    let q = (v * inv).round().clamp(-127.0, 127.0) as i8;
-                    self.qs.push(q);
-                    s += q as i16;
-                }
-                self.sums.push(s);
-                total += s as i32;
-            }
-            self.dsums.push(d * total as f32);
+        let blocks = xs.len() / block;
+        self.d.resize(blocks, 0.0);
+        self.qs.resize(xs.len(), 0);
+        self.sums.resize(xs.len() / 16, 0);
+        self.dsums.resize(blocks, 0.0);
+        // Row slices: each token row is quantised on its own, so the threads split the rows.
+        let nb = cols / block;
+        let one_row =
+            |((((x, d), qs), sums), dsums): RowSlices| quantize_row(x, block, d, qs, sums, dsums);
+        let (d, qs, sums, dsums) = (&mut self.d, &mut self.qs, &mut self.sums, &mut self.dsums);
+        if xs.len() >= PARALLEL_MIN_VALUES && xs.len() > cols {
+            use rayon::prelude::*;
+            xs.par_chunks_exact(cols)
+                .zip(d.par_chunks_exact_mut(nb))
+                .zip(qs.par_chunks_exact_mut(cols))
+                .zip(sums.par_chunks_exact_mut(cols / 16))
+                .zip(dsums.par_chunks_exact_mut(nb))
+                .for_each(one_row);
+        } else {
+            xs.chunks_exact(cols)
+                .zip(d.chunks_exact_mut(nb))
+                .zip(qs.chunks_exact_mut(cols))
+                .zip(sums.chunks_exact_mut(cols / 16))
+                .zip(dsums.chunks_exact_mut(nb))
+                .for_each(one_row);
         }
     }
 
     /// Token row `t`.
+    #[inline]
     pub fn row(&self, t: usize) -> ActRow<'_> {
         let nb = self.cols / self.block;
         ActRow {
@@ -150,6 +153,64 @@ impl QuantizedRows {
             .map(|(i, &q)| a.d[i / self.block] * q as f32)
             .collect()
     }
+}
+
+/// Activations below this many values are quantised on the calling thread alone.
+const PARALLEL_MIN_VALUES: usize = 1 << 14;
+
+/// One token row's output slices in [`QuantizedRows`]: the input, `d`, `qs`, `sums`, `dsums`.
+type RowSlices<'a> = (
+    (((&'a [f32], &'a mut [f32]), &'a mut [i8]), &'a mut [i16]),
+    &'a mut [f32],
+);
+
+/// Quantises one token row `x` in blocks of `block` into its slices of [`QuantizedRows`].
+fn quantize_row(
+    x: &[f32],
+    block: usize,
+    d_out: &mut [f32],
+    qs: &mut [i8],
+    sums: &mut [i16],
+    dsums: &mut [f32],
+) {
+    let per_block = x
+        .chunks_exact(block)
+        .zip(qs.chunks_exact_mut(block))
+        .zip(sums.chunks_exact_mut(block / 16));
+    for (((xb, qb), sb), (d_slot, dsum)) in per_block.zip(d_out.iter_mut().zip(dsums.iter_mut())) {
+        let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let finite = xb.iter().all(|v| v.is_finite());
+        let d = amax / 127.0;
+        let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
+        let d = if finite { d } else { f32::NAN };
+        *d_slot = d;
+        let mut total = 0i32;
+        for ((x16, q16), s) in xb
+            .chunks_exact(16)
+            .zip(qb.chunks_exact_mut(16))
+            .zip(sb.iter_mut())
+        {
+            for (q, &v) in q16.iter_mut().zip(x16) {
+                *q = round_to_i8(v * inv);
+            }
+            *s = q16.iter().map(|&q| q as i16).sum();
+            total += *s as i32;
+        }
+        *dsum = d * total as f32;
+    }
+}
+
+/// `y.round().clamp(-127.0, 127.0) as i8` (halves away from zero, NaN to 0) without a
+/// call to libm's `roundf`, so the loop vectorises: the integer part of `|y|` is exact
+/// below 2²³, and so is the fraction left after it.
+#[inline(always)]
+fn round_to_i8(y: f32) -> i8 {
+    let a = y.abs();
+    // A comparison, not `min`, so that NaN stays NaN and truncates to 0.
+    let a = if a > 127.0 { 127.0 } else { a };
+    let whole = a as i32;
+    let r = whole + i32::from(a - whole as f32 >= 0.5);
+    (if y < 0.0 { -r } else { r }) as i8
 }
 
 /// `Σ_i w_i · x̂_i` for one weight row `row` of type `ty` (bytes of whole blocks) and the
@@ -390,6 +451,35 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The libm-free rounding equals `round().clamp()` on every f32 in ±130 around the
+    /// halves and integers, on the extremes and on NaN.
+    #[test]
+    fn round_to_i8_equals_round_and_clamp() {
+        let mut ys = vec![
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            0.0,
+            -0.0,
+            1e30,
+            -1e30,
+        ];
+        for k in -260..=260 {
+            let c = k as f32 * 0.5;
+            let mut up = c;
+            let mut down = c;
+            for _ in 0..4 {
+                ys.extend([up, down]);
+                up = f32::from_bits(up.to_bits() + 1);
+                down = f32::from_bits(down.to_bits().max(1) - 1);
+            }
+        }
+        for y in ys {
+            let want = y.round().clamp(-127.0, 127.0) as i8;
+            assert_eq!(round_to_i8(y), want, "{y:e}");
+        }
+    }
     use crate::quant::{dequantize, quantize};
 
     const TYPES: [GgmlType; 4] = [
