@@ -16,6 +16,7 @@ use crate::moe::router::top_k_into;
 use crate::position::rope::{RopeTable, apply_rope};
 use crate::qwen3::config::Qwen3Config;
 use crate::train::params::{Grads, Params};
+use std::collections::HashMap;
 
 /// Where a weight lives: `params[idx].data[off .. off + rows·cols]`, an `[rows, cols]`
 /// matrix (a vector has one row). A fused expert tensor gives one view per expert.
@@ -85,115 +86,144 @@ impl Views {
     /// Finds every tensor the config calls for, checking each one's length.
     pub fn resolve(p: &Params) -> Result<Views> {
         let c = &p.config;
-        let map = p.index_map();
-        let find = |name: &str, rows: usize, cols: usize| -> Result<View> {
-            let idx = *map
-                .get(name)
-                .ok_or_else(|| Error::Invalid(format!("parameters: no tensor {name}")))?;
-            if p.params[idx].data.len() != rows * cols {
-                return Err(Error::Invalid(format!(
-                    "parameters: tensor {name} has {} values, expected {rows}×{cols}",
-                    p.params[idx].data.len()
-                )));
-            }
-            Ok(View {
-                idx,
-                off: 0,
-                rows,
-                cols,
-            })
+        let find = Finder {
+            p,
+            map: p.index_map(),
         };
-        let (h, v, d, q, kv) = (
-            c.hidden_size,
-            c.vocab_size,
-            c.head_dim,
-            c.q_dim(),
-            c.kv_dim(),
-        );
-        let embed_tokens = find("model.embed_tokens.weight", v, h)?;
-        let mut layers = Vec::with_capacity(c.num_hidden_layers);
-        for l in 0..c.num_hidden_layers {
-            let pre = format!("model.layers.{l}");
-            let a = format!("{pre}.self_attn");
-            let opt =
-                |on: bool, name: String, len: usize| on.then(|| find(&name, 1, len)).transpose();
-            let mlp = if c.is_moe_layer(l) {
-                let (e, i) = (c.num_experts, c.moe_intermediate_size);
-                let router = find(&format!("{pre}.mlp.gate.weight"), e, h)?;
-                let fused = format!("{pre}.mlp.experts.gate_up_proj");
-                let experts = if map.contains_key(fused.as_str()) {
-                    let gu = find(&fused, e * 2 * i, h)?;
-                    let dn = find(&format!("{pre}.mlp.experts.down_proj"), e * h, i)?;
-                    (0..e)
-                        .map(|x| MlpViews {
-                            gate: View {
-                                off: x * 2 * i * h,
-                                rows: i,
-                                ..gu
-                            },
-                            up: View {
-                                off: (x * 2 + 1) * i * h,
-                                rows: i,
-                                ..gu
-                            },
-                            down: View {
-                                off: x * h * i,
-                                rows: h,
-                                ..dn
-                            },
-                        })
-                        .collect()
-                } else {
-                    (0..e)
-                        .map(|x| {
-                            let pe = format!("{pre}.mlp.experts.{x}");
-                            Ok(MlpViews {
-                                gate: find(&format!("{pe}.gate_proj.weight"), i, h)?,
-                                up: find(&format!("{pe}.up_proj.weight"), i, h)?,
-                                down: find(&format!("{pe}.down_proj.weight"), h, i)?,
-                            })
-                        })
-                        .collect::<Result<Vec<_>>>()?
-                };
-                FfnViews::Moe { router, experts }
-            } else {
-                let i = c.intermediate_size;
-                FfnViews::Dense(MlpViews {
-                    gate: find(&format!("{pre}.mlp.gate_proj.weight"), i, h)?,
-                    up: find(&format!("{pre}.mlp.up_proj.weight"), i, h)?,
-                    down: find(&format!("{pre}.mlp.down_proj.weight"), h, i)?,
-                })
-            };
-            layers.push(LayerViews {
-                input_layernorm: find(&format!("{pre}.input_layernorm.weight"), 1, h)?,
-                q_proj: find(&format!("{a}.q_proj.weight"), q, h)?,
-                k_proj: find(&format!("{a}.k_proj.weight"), kv, h)?,
-                v_proj: find(&format!("{a}.v_proj.weight"), kv, h)?,
-                o_proj: find(&format!("{a}.o_proj.weight"), h, q)?,
-                q_bias: opt(c.attention_bias, format!("{a}.q_proj.bias"), q)?,
-                k_bias: opt(c.attention_bias, format!("{a}.k_proj.bias"), kv)?,
-                v_bias: opt(c.attention_bias, format!("{a}.v_proj.bias"), kv)?,
-                o_bias: opt(c.o_proj_bias, format!("{a}.o_proj.bias"), h)?,
-                q_norm: opt(c.qk_norm, format!("{a}.q_norm.weight"), d)?,
-                k_norm: opt(c.qk_norm, format!("{a}.k_norm.weight"), d)?,
-                post_attention_layernorm: find(
-                    &format!("{pre}.post_attention_layernorm.weight"),
-                    1,
-                    h,
-                )?,
-                mlp,
-            });
-        }
+        let (h, v) = (c.hidden_size, c.vocab_size);
+        let embed_tokens = find.view("model.embed_tokens.weight", v, h)?;
+        let layers = (0..c.num_hidden_layers)
+            .map(|l| find.layer(c, l))
+            .collect::<Result<Vec<_>>>()?;
         let lm_head = match c.tie_word_embeddings {
             true => embed_tokens,
-            false => find("lm_head.weight", v, h)?,
+            false => find.view("lm_head.weight", v, h)?,
         };
         Ok(Views {
             embed_tokens,
             layers,
-            norm: find("model.norm.weight", 1, h)?,
+            norm: find.view("model.norm.weight", 1, h)?,
             lm_head,
         })
+    }
+}
+
+/// Looks parameters up by name, checking each one's shape.
+struct Finder<'a> {
+    p: &'a Params,
+    map: HashMap<&'a str, usize>,
+}
+
+impl Finder<'_> {
+    /// The whole tensor `name` as an `[rows, cols]` view.
+    fn view(&self, name: &str, rows: usize, cols: usize) -> Result<View> {
+        let idx = *self
+            .map
+            .get(name)
+            .ok_or_else(|| Error::Invalid(format!("parameters: no tensor {name}")))?;
+        let len = self.p.params[idx].data.len();
+        if len != rows * cols {
+            return Err(Error::Invalid(format!(
+                "parameters: tensor {name} has {len} values, expected {rows}×{cols}"
+            )));
+        }
+        Ok(View {
+            idx,
+            off: 0,
+            rows,
+            cols,
+        })
+    }
+
+    /// A vector of `len` values when the config has it.
+    fn optional(&self, on: bool, name: String, len: usize) -> Result<Option<View>> {
+        on.then(|| self.view(&name, 1, len)).transpose()
+    }
+
+    /// Layer `l`'s attention, norms and feed-forward.
+    fn layer(&self, c: &Qwen3Config, l: usize) -> Result<LayerViews> {
+        let (h, d, q, kv) = (c.hidden_size, c.head_dim, c.q_dim(), c.kv_dim());
+        let pre = format!("model.layers.{l}");
+        let a = format!("{pre}.self_attn");
+        let bias = c.attention_bias;
+        // The feed-forward first: a missing tensor is reported in the order it always was.
+        let mlp = self.ffn(c, l, &pre)?;
+        Ok(LayerViews {
+            input_layernorm: self.view(&format!("{pre}.input_layernorm.weight"), 1, h)?,
+            q_proj: self.view(&format!("{a}.q_proj.weight"), q, h)?,
+            k_proj: self.view(&format!("{a}.k_proj.weight"), kv, h)?,
+            v_proj: self.view(&format!("{a}.v_proj.weight"), kv, h)?,
+            o_proj: self.view(&format!("{a}.o_proj.weight"), h, q)?,
+            q_bias: self.optional(bias, format!("{a}.q_proj.bias"), q)?,
+            k_bias: self.optional(bias, format!("{a}.k_proj.bias"), kv)?,
+            v_bias: self.optional(bias, format!("{a}.v_proj.bias"), kv)?,
+            o_bias: self.optional(c.o_proj_bias, format!("{a}.o_proj.bias"), h)?,
+            q_norm: self.optional(c.qk_norm, format!("{a}.q_norm.weight"), d)?,
+            k_norm: self.optional(c.qk_norm, format!("{a}.k_norm.weight"), d)?,
+            post_attention_layernorm: self.view(
+                &format!("{pre}.post_attention_layernorm.weight"),
+                1,
+                h,
+            )?,
+            mlp,
+        })
+    }
+
+    /// A dense MLP, or an MoE layer's router and experts.
+    fn ffn(&self, c: &Qwen3Config, l: usize, pre: &str) -> Result<FfnViews> {
+        let h = c.hidden_size;
+        if !c.is_moe_layer(l) {
+            let i = c.intermediate_size;
+            return Ok(FfnViews::Dense(self.mlp(&format!("{pre}.mlp"), i, h)?));
+        }
+        let e = c.num_experts;
+        let router = self.view(&format!("{pre}.mlp.gate.weight"), e, h)?;
+        let fused = format!("{pre}.mlp.experts.gate_up_proj");
+        let experts = if self.map.contains_key(fused.as_str()) {
+            self.fused_experts(c, pre, &fused)?
+        } else {
+            let i = c.moe_intermediate_size;
+            (0..e)
+                .map(|x| self.mlp(&format!("{pre}.mlp.experts.{x}"), i, h))
+                .collect::<Result<Vec<_>>>()?
+        };
+        Ok(FfnViews::Moe { router, experts })
+    }
+
+    /// A SwiGLU network's `gate_proj`, `up_proj`, `down_proj` under `prefix`.
+    fn mlp(&self, prefix: &str, i: usize, h: usize) -> Result<MlpViews> {
+        Ok(MlpViews {
+            gate: self.view(&format!("{prefix}.gate_proj.weight"), i, h)?,
+            up: self.view(&format!("{prefix}.up_proj.weight"), i, h)?,
+            down: self.view(&format!("{prefix}.down_proj.weight"), h, i)?,
+        })
+    }
+
+    /// transformers' fused layout: `gate_up_proj` `[E·2I, H]` (each expert's gate rows,
+    /// then its up rows) and `down_proj` `[E·H, I]`, one view per expert.
+    fn fused_experts(&self, c: &Qwen3Config, pre: &str, fused: &str) -> Result<Vec<MlpViews>> {
+        let (h, e, i) = (c.hidden_size, c.num_experts, c.moe_intermediate_size);
+        let gu = self.view(fused, e * 2 * i, h)?;
+        let dn = self.view(&format!("{pre}.mlp.experts.down_proj"), e * h, i)?;
+        Ok((0..e)
+            .map(|x| MlpViews {
+                gate: View {
+                    off: x * 2 * i * h,
+                    rows: i,
+                    ..gu
+                },
+                up: View {
+                    off: (x * 2 + 1) * i * h,
+                    rows: i,
+                    ..gu
+                },
+                down: View {
+                    off: x * h * i,
+                    rows: h,
+                    ..dn
+                },
+            })
+            .collect())
     }
 }
 
@@ -289,107 +319,34 @@ pub fn forward(p: &Params, batch: &[Vec<u32>], opts: &LossOptions, save: bool) -
     let c = &p.config;
     check_batch(c, batch)?;
     let views = Views::resolve(p)?;
-    let (h, qd, kvd, d) = (c.hidden_size, c.q_dim(), c.kv_dim(), c.head_dim);
-    let mut seqs = Vec::with_capacity(batch.len());
-    let mut n = 0;
-    for s in batch {
-        seqs.push((n, s.len()));
-        n += s.len();
-    }
-    let max_len = batch.iter().map(Vec::len).max().unwrap_or(1);
-    let init = c.rope.init(Some(max_len))?;
-    let rope = RopeTable::new(&init.inv_freq, max_len, init.attention_factor);
-    let positions: Vec<usize> = batch.iter().flat_map(|s| 0..s.len()).collect();
-
-    let mut x = vec![0.0f32; n * h];
-    let emb = views.embed_tokens.data(p);
-    for (row, &id) in x.chunks_exact_mut(h).zip(batch.iter().flatten()) {
-        row.copy_from_slice(&emb[id as usize * h..(id as usize + 1) * h]);
-    }
+    let layout = Layout::new(c, batch)?;
+    let mut x = embed(p, &views, batch);
     let mut layers = Vec::new();
     let mut router_logits = Vec::new();
     let mut expert_counts = Vec::new();
     let mut max_logits = Vec::new();
     let mut moe_layer = 0;
     for (l, lw) in views.layers.iter().enumerate() {
-        let (r1, xn1) = norm_rows(&x, lw.input_layernorm.data(p), c.rms_norm_eps);
-        let mut q_raw = vec![0.0f32; n * qd];
-        let mut k_raw = vec![0.0f32; n * kvd];
-        let mut v = vec![0.0f32; n * kvd];
-        project(p, lw.q_proj, lw.q_bias, &xn1, &mut q_raw);
-        project(p, lw.k_proj, lw.k_bias, &xn1, &mut k_raw);
-        project(p, lw.v_proj, lw.v_bias, &xn1, &mut v);
-        let (q, q_r) = qk_heads(p, &q_raw, lw.q_norm, d, c.rms_norm_eps, &positions, &rope);
-        let (k, k_r) = qk_heads(p, &k_raw, lw.k_norm, d, c.rms_norm_eps, &positions, &rope);
-        let shape = attn_shape(c, l);
-        let mut attn = vec![0.0f32; n * qd];
-        let mut probs = Vec::with_capacity(seqs.len());
-        let mut layer_max = vec![f32::NEG_INFINITY; c.num_attention_heads];
-        for &(s0, t) in &seqs {
-            let mut pr = vec![0.0f32; c.num_attention_heads * t * t];
-            let m = attention_forward(
-                &shape,
-                t,
-                &q[s0 * qd..(s0 + t) * qd],
-                &k[s0 * kvd..(s0 + t) * kvd],
-                &v[s0 * kvd..(s0 + t) * kvd],
-                &mut attn[s0 * qd..(s0 + t) * qd],
-                &mut pr,
-            );
-            for (a, b) in layer_max.iter_mut().zip(m) {
-                *a = a.max(b);
-            }
-            probs.push(pr);
-        }
-        max_logits.push(layer_max);
-        let mut y = vec![0.0f32; n * h];
-        project(p, lw.o_proj, lw.o_bias, &attn, &mut y);
-        let x_in = std::mem::take(&mut x);
-        let mut x_mid = x_in.clone();
-        add_into(&mut x_mid, &y);
-
-        let (r2, xn2) = norm_rows(&x_mid, lw.post_attention_layernorm.data(p), c.rms_norm_eps);
-        let mut y = vec![0.0f32; n * h];
-        let ffn = match &lw.mlp {
-            FfnViews::Dense(m) => {
-                let tape = mlp_forward(p, m, xn2.clone());
-                y.copy_from_slice(&tape.out);
-                FfnTape::Dense(tape)
-            }
-            FfnViews::Moe { router, experts } => {
-                let bias = opts.router_bias.get(moe_layer).filter(|b| !b.is_empty());
-                let tape = moe_forward(c, p, *router, experts, &xn2, bias, &mut y)?;
-                if let FfnTape::Moe { logits, rows, .. } = &tape {
-                    router_logits.push(logits.clone());
-                    expert_counts.push(rows.iter().map(Vec::len).collect());
-                }
+        let bias = match lw.mlp {
+            FfnViews::Moe { .. } => {
                 moe_layer += 1;
-                tape
+                opts.router_bias
+                    .get(moe_layer - 1)
+                    .filter(|b| !b.is_empty())
             }
+            FfnViews::Dense(_) => None,
         };
-        x = x_mid.clone();
-        add_into(&mut x, &y);
+        let (tape, layer_max) = layer_forward(p, l, lw, &layout, bias, &mut x)?;
+        max_logits.push(layer_max);
+        if let FfnTape::Moe { logits, rows, .. } = &tape.ffn {
+            router_logits.push(logits.clone());
+            expert_counts.push(rows.iter().map(Vec::len).collect());
+        }
         if save {
-            layers.push(LayerTape {
-                x_in,
-                x_mid,
-                r1,
-                xn1,
-                r2,
-                xn2,
-                q_raw,
-                k_raw,
-                q_r,
-                k_r,
-                q,
-                k,
-                v,
-                probs,
-                attn,
-                ffn,
-            });
+            layers.push(tape);
         }
     }
+    let h = c.hidden_size;
     if let Some(i) = crate::kernels::first_non_finite(&x) {
         return Err(Error::Invalid(format!(
             "training forward: the last hidden state is not finite at position {} ({})",
@@ -404,12 +361,182 @@ pub fn forward(p: &Params, batch: &[Vec<u32>], opts: &LossOptions, save: bool) -
         x_last: x,
         r_final,
         xn_final,
-        seqs,
-        rope,
+        seqs: layout.seqs,
+        rope: layout.rope,
         router_logits,
         expert_counts,
         max_logits,
     })
+}
+
+/// The flat batch: each sequence's first row and length, every row's position, and the
+/// RoPE table up to the longest sequence.
+struct Layout {
+    seqs: Vec<(usize, usize)>,
+    positions: Vec<usize>,
+    rope: RopeTable,
+}
+
+impl Layout {
+    fn new(c: &Qwen3Config, batch: &[Vec<u32>]) -> Result<Layout> {
+        let mut seqs = Vec::with_capacity(batch.len());
+        let mut n = 0;
+        for s in batch {
+            seqs.push((n, s.len()));
+            n += s.len();
+        }
+        let max_len = batch.iter().map(Vec::len).max().unwrap_or(1);
+        let init = c.rope.init(Some(max_len))?;
+        let rope = RopeTable::new(&init.inv_freq, max_len, init.attention_factor);
+        let positions = batch.iter().flat_map(|s| 0..s.len()).collect();
+        Ok(Layout {
+            seqs,
+            positions,
+            rope,
+        })
+    }
+}
+
+/// The embedding rows of every token, `[N, H]`.
+fn embed(p: &Params, views: &Views, batch: &[Vec<u32>]) -> Vec<f32> {
+    let h = p.config.hidden_size;
+    let n: usize = batch.iter().map(Vec::len).sum();
+    let mut x = vec![0.0f32; n * h];
+    let emb = views.embed_tokens.data(p);
+    for (row, &id) in x.chunks_exact_mut(h).zip(batch.iter().flatten()) {
+        row.copy_from_slice(&emb[id as usize * h..(id as usize + 1) * h]);
+    }
+    x
+}
+
+/// Layer `l` on the residual stream `x` (updated in place): attention, then the
+/// feed-forward, each on its RMSNorm'd input and added back. Returns the layer's tape and
+/// each query head's largest attention logit.
+fn layer_forward(
+    p: &Params,
+    l: usize,
+    lw: &LayerViews,
+    layout: &Layout,
+    router_bias: Option<&Vec<f32>>,
+    x: &mut Vec<f32>,
+) -> Result<(LayerTape, Vec<f32>)> {
+    let c = &p.config;
+    let a = attention_sublayer(p, l, lw, x, layout);
+    let x_in = std::mem::take(x);
+    let mut x_mid = x_in.clone();
+    add_into(&mut x_mid, &a.out);
+
+    let (r2, xn2) = norm_rows(&x_mid, lw.post_attention_layernorm.data(p), c.rms_norm_eps);
+    let mut y = vec![0.0f32; x_mid.len()];
+    let ffn = match &lw.mlp {
+        FfnViews::Dense(m) => {
+            let tape = mlp_forward(p, m, xn2.clone());
+            y.copy_from_slice(&tape.out);
+            FfnTape::Dense(tape)
+        }
+        FfnViews::Moe { router, experts } => {
+            moe_forward(c, p, *router, experts, &xn2, router_bias, &mut y)?
+        }
+    };
+    *x = x_mid.clone();
+    add_into(x, &y);
+    let tape = LayerTape {
+        x_in,
+        x_mid,
+        r1: a.r1,
+        xn1: a.xn1,
+        r2,
+        xn2,
+        q_raw: a.q_raw,
+        k_raw: a.k_raw,
+        q_r: a.q_r,
+        k_r: a.k_r,
+        q: a.q,
+        k: a.k,
+        v: a.v,
+        probs: a.probs,
+        attn: a.attn,
+        ffn,
+    };
+    Ok((tape, a.max_logits))
+}
+
+/// The attention sub-block's saved activations, its output `[N, H]` (o_proj's, before
+/// the residual add) and each query head's largest logit.
+struct AttentionPass {
+    r1: Vec<f32>,
+    xn1: Vec<f32>,
+    q_raw: Vec<f32>,
+    k_raw: Vec<f32>,
+    q_r: Vec<f32>,
+    k_r: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    probs: Vec<Vec<f32>>,
+    attn: Vec<f32>,
+    out: Vec<f32>,
+    max_logits: Vec<f32>,
+}
+
+/// RMSNorm, the q/k/v projections, q_norm/k_norm and RoPE, attention per sequence, o_proj.
+fn attention_sublayer(
+    p: &Params,
+    l: usize,
+    lw: &LayerViews,
+    x: &[f32],
+    layout: &Layout,
+) -> AttentionPass {
+    let c = &p.config;
+    let (h, qd, kvd, d) = (c.hidden_size, c.q_dim(), c.kv_dim(), c.head_dim);
+    let n = x.len() / h;
+    let (eps, pos, rope) = (c.rms_norm_eps, &layout.positions, &layout.rope);
+    let (r1, xn1) = norm_rows(x, lw.input_layernorm.data(p), eps);
+    let mut q_raw = vec![0.0f32; n * qd];
+    let mut k_raw = vec![0.0f32; n * kvd];
+    let mut v = vec![0.0f32; n * kvd];
+    project(p, lw.q_proj, lw.q_bias, &xn1, &mut q_raw);
+    project(p, lw.k_proj, lw.k_bias, &xn1, &mut k_raw);
+    project(p, lw.v_proj, lw.v_bias, &xn1, &mut v);
+    let (q, q_r) = qk_heads(p, &q_raw, lw.q_norm, d, eps, pos, rope);
+    let (k, k_r) = qk_heads(p, &k_raw, lw.k_norm, d, eps, pos, rope);
+    let shape = attn_shape(c, l);
+    let mut attn = vec![0.0f32; n * qd];
+    let mut probs = Vec::with_capacity(layout.seqs.len());
+    let mut max_logits = vec![f32::NEG_INFINITY; c.num_attention_heads];
+    for &(s0, t) in &layout.seqs {
+        let mut pr = vec![0.0f32; c.num_attention_heads * t * t];
+        let m = attention_forward(
+            &shape,
+            t,
+            &q[s0 * qd..(s0 + t) * qd],
+            &k[s0 * kvd..(s0 + t) * kvd],
+            &v[s0 * kvd..(s0 + t) * kvd],
+            &mut attn[s0 * qd..(s0 + t) * qd],
+            &mut pr,
+        );
+        for (a, b) in max_logits.iter_mut().zip(m) {
+            *a = a.max(b);
+        }
+        probs.push(pr);
+    }
+    let mut out = vec![0.0f32; n * h];
+    project(p, lw.o_proj, lw.o_bias, &attn, &mut out);
+    AttentionPass {
+        r1,
+        xn1,
+        q_raw,
+        k_raw,
+        q_r,
+        k_r,
+        q,
+        k,
+        v,
+        probs,
+        attn,
+        out,
+        max_logits,
+    }
 }
 
 /// RMSNorm of every row, with the factors saved.

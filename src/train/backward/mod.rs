@@ -22,7 +22,7 @@ use blocks::{
     rmsnorm_backward_reference, rmsnorm_backward_rows, rope_backward, router_z_loss,
     softmax_backward, swiglu_backward, topk_weights_backward,
 };
-use forward::{FfnTape, FfnViews, Forward, MlpTape, MlpViews, attn_shape};
+use forward::{FfnTape, FfnViews, Forward, LayerTape, MlpTape, MlpViews, View, attn_shape};
 
 /// Which losses beside the cross-entropy, and the aux-free balancing bias.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -210,13 +210,34 @@ pub fn logits(p: &Params, ids: &[u32]) -> Result<Vec<f32>> {
 }
 
 /// The losses of `batch` and the gradient of `loss` with respect to every parameter,
-/// written over `grads` (which must be [`Params::zeros_like`]'s shape).
+/// written over `grads` (which must be [`Params::zeros_like`]'s shape). The forward's
+/// steps backwards, as named calls: LM head and final norm, each layer from the last,
+/// the embedding.
 pub fn loss_and_grads(
     p: &Params,
     batch: &[Vec<u32>],
     opts: &LossOptions,
     grads: &mut Grads,
 ) -> Result<Losses> {
+    check_grads_shape(p, grads)?;
+    grads.grads.iter_mut().for_each(|g| g.fill(0.0));
+    let f = forward::forward(p, batch, opts, true)?;
+    let rows = targets(&f, batch);
+    let (out, dz_router, mut dx) = head_backward(p, &f, opts, &rows, grads);
+    let mut dz_layers = dz_router.iter().rev();
+    for (l, lw) in f.views.layers.iter().enumerate().rev() {
+        let dz = match lw.mlp {
+            FfnViews::Moe { .. } => dz_layers.next().map(Vec::as_slice),
+            FfnViews::Dense(_) => None,
+        };
+        layer_backward(p, &f, l, dz, &mut dx, grads);
+    }
+    embedding_backward(&f, batch, &dx, grads);
+    Ok(out)
+}
+
+/// `grads` must hold one slice per parameter, of its length.
+fn check_grads_shape(p: &Params, grads: &Grads) -> Result<()> {
     let ok = grads.grads.len() == p.params.len()
         && grads
             .grads
@@ -228,18 +249,25 @@ pub fn loss_and_grads(
             "gradients: not aligned with the parameters (use Params::zeros_like)".into(),
         ));
     }
-    grads.grads.iter_mut().for_each(|g| g.fill(0.0));
-    let c = &p.config;
-    let h = c.hidden_size;
-    let f = forward::forward(p, batch, opts, true)?;
-    let rows = targets(&f, batch);
-    let n = f.x_last.len() / h;
+    Ok(())
+}
 
-    // The LM head and the final norm.
-    let mut dxn = vec![0.0f32; n * h];
-    let ce = lm_head_loss(p, &f, &rows, Some((grads, &mut dxn)));
-    let (out, dz_router) = losses(c, &f, opts, ce, rows.len());
-    let mut dx = vec![0.0f32; n * h];
+/// The losses, the LM head's and final norm's gradients; returns the losses, each MoE
+/// layer's `∂/∂router logits` from the router losses, and ∂loss/∂(the last residual
+/// stream).
+fn head_backward(
+    p: &Params,
+    f: &Forward,
+    opts: &LossOptions,
+    rows: &[(usize, usize)],
+    grads: &mut Grads,
+) -> (Losses, Vec<Vec<f32>>, Vec<f32>) {
+    let c = &p.config;
+    let n = f.x_last.len() / c.hidden_size;
+    let mut dxn = vec![0.0f32; n * c.hidden_size];
+    let ce = lm_head_loss(p, f, rows, Some((grads, &mut dxn)));
+    let (out, dz_router) = losses(c, f, opts, ce, rows.len());
+    let mut dx = vec![0.0f32; n * c.hidden_size];
     let norm = f.views.norm;
     rmsnorm_backward_rows(
         &f.x_last,
@@ -249,105 +277,136 @@ pub fn loss_and_grads(
         &mut dx,
         norm.grad(grads),
     );
+    (out, dz_router, dx)
+}
 
-    // The layers, last to first: dx is ∂loss/∂(the residual stream after the layer).
-    let mut moe_index = dz_router.len();
-    for (l, (tape, lw)) in f.layers.iter().zip(&f.views.layers).enumerate().rev() {
-        let mut dxn2 = vec![0.0f32; n * h];
-        match (&tape.ffn, &lw.mlp) {
-            (FfnTape::Dense(t), FfnViews::Dense(m)) => mlp_backward(p, m, t, &dx, &mut dxn2, grads),
-            (
-                FfnTape::Moe {
-                    probs,
-                    chosen,
-                    weights,
-                    rows,
-                    experts,
-                    ..
-                },
-                FfnViews::Moe {
-                    router,
-                    experts: ev,
-                },
-            ) => {
-                moe_index -= 1;
-                // ANCHOR: moe_backward
-                let (e, k) = (c.num_experts, c.num_experts_per_tok);
-                let mut dw = vec![0.0f32; n * k];
-                for ((rs, t), m) in rows.iter().zip(experts).zip(ev) {
-                    // ∂/∂(expert output) = w·dy, and ∂/∂w = dy·(expert output).
-                    let mut dout = vec![0.0f32; rs.len() * h];
-                    for ((d, o), &(r, slot)) in
-                        dout.chunks_exact_mut(h).zip(t.out.chunks_exact(h)).zip(rs)
-                    {
-                        let dy = &dx[r * h..(r + 1) * h];
-                        let w = weights[r * k + slot];
-                        d.iter_mut().zip(dy).for_each(|(a, b)| *a = w * b);
-                        dw[r * k + slot] = crate::kernels::dot(dy, o);
-                    }
-                    let mut dxs = vec![0.0f32; rs.len() * h];
-                    mlp_backward(p, m, t, &dout, &mut dxs, grads);
-                    for (d, &(r, _)) in dxs.chunks_exact(h).zip(rs) {
-                        add_into(&mut dxn2[r * h..(r + 1) * h], d);
-                    }
-                }
-                let mut dz = dz_router[moe_index].clone();
-                let mut dp = vec![0.0f32; e];
-                for r in 0..n {
-                    dp.fill(0.0);
-                    let pr = &probs[r * e..(r + 1) * e];
-                    topk_weights_backward(
-                        pr,
-                        &chosen[r * k..(r + 1) * k],
-                        &weights[r * k..(r + 1) * k],
-                        &dw[r * k..(r + 1) * k],
-                        c.norm_topk_prob,
-                        &mut dp,
-                    );
-                    softmax_backward(pr, &dp, &mut dz[r * e..(r + 1) * e]);
-                }
-                // ANCHOR_END: moe_backward
-                linear_backward(
-                    router.data(p),
-                    e,
-                    h,
-                    &tape.xn2,
-                    &dz,
-                    Some(&mut dxn2),
-                    router.grad(grads),
-                );
-            }
-            _ => unreachable!("the tape follows the views"),
+/// Layer `l` backwards, the forward's four steps in reverse: feed-forward, its norm,
+/// attention, its norm. `dx` enters as ∂loss/∂(the residual stream after the layer) and
+/// leaves as ∂loss/∂(the stream before it); `dz_router` is the router losses' gradient
+/// of an MoE layer.
+fn layer_backward(
+    p: &Params,
+    f: &Forward,
+    l: usize,
+    dz_router: Option<&[f32]>,
+    dx: &mut [f32],
+    grads: &mut Grads,
+) {
+    let (tape, lw) = (&f.layers[l], &f.views.layers[l]);
+    let dxn2 = ffn_backward(p, tape, &lw.mlp, dz_router, dx, grads);
+    let w = lw.post_attention_layernorm;
+    // dx (after the layer) flows on to x_mid unchanged, plus the norm's branch.
+    rmsnorm_backward_rows(&tape.x_mid, &tape.r2, w.data(p), &dxn2, dx, w.grad(grads));
+    let dxn1 = attention_layer_backward(p, f, l, dx, grads);
+    let w = lw.input_layernorm;
+    rmsnorm_backward_rows(&tape.x_in, &tape.r1, w.data(p), &dxn1, dx, w.grad(grads));
+}
+
+/// The feed-forward sub-block backwards: `dy` is ∂loss/∂(its output); returns
+/// ∂loss/∂(its normalised input).
+fn ffn_backward(
+    p: &Params,
+    tape: &LayerTape,
+    views: &FfnViews,
+    dz_router: Option<&[f32]>,
+    dy: &[f32],
+    grads: &mut Grads,
+) -> Vec<f32> {
+    let mut dxn = vec![0.0f32; dy.len()];
+    match (&tape.ffn, views) {
+        (FfnTape::Dense(t), FfnViews::Dense(m)) => mlp_backward(p, m, t, dy, &mut dxn, grads),
+        (ffn @ FfnTape::Moe { .. }, FfnViews::Moe { router, experts }) => {
+            let dz = dz_router.expect("an MoE layer has its router-loss gradient");
+            let moe = MoeViews {
+                router: *router,
+                experts,
+            };
+            moe_backward(p, &moe, ffn, &tape.xn2, dz, dy, &mut dxn, grads);
         }
-        let w = lw.post_attention_layernorm;
-        // dx (after the layer) flows on to x_mid unchanged, plus the norm's branch.
-        rmsnorm_backward_rows(
-            &tape.x_mid,
-            &tape.r2,
-            w.data(p),
-            &dxn2,
-            &mut dx,
-            w.grad(grads),
-        );
-        let dxn1 = attention_layer_backward(p, &f, l, &dx, grads);
-        let w = lw.input_layernorm;
-        rmsnorm_backward_rows(
-            &tape.x_in,
-            &tape.r1,
-            w.data(p),
-            &dxn1,
-            &mut dx,
-            w.grad(grads),
-        );
+        _ => unreachable!("the tape follows the views"),
     }
+    dxn
+}
 
-    // The embedding: row `id` collects the gradient of every position holding it.
-    let emb = f.views.embed_tokens;
-    let g = emb.grad(grads);
+/// An MoE block's weights, as the backward reads them.
+struct MoeViews<'a> {
+    router: View,
+    experts: &'a [MlpViews],
+}
+
+/// The MoE block backwards, `moe_forward` read in reverse: each expert on its rows
+/// (∂ of the weighted sum into its output and its routing weight), then the top-k
+/// weights and the softmax back to the router logits, then the router. `dz_router` is the
+/// router losses' own gradient of the logits; adds ∂loss/∂(the block's input) into `dxn`.
+#[allow(clippy::too_many_arguments)]
+fn moe_backward(
+    p: &Params,
+    moe: &MoeViews,
+    tape: &FfnTape,
+    xn: &[f32],
+    dz_router: &[f32],
+    dy: &[f32],
+    dxn: &mut [f32],
+    grads: &mut Grads,
+) {
+    let FfnTape::Moe {
+        probs,
+        chosen,
+        weights,
+        rows,
+        experts,
+        ..
+    } = tape
+    else {
+        unreachable!("moe_backward is given an MoE tape")
+    };
+    let c = &p.config;
+    let (h, e, k) = (c.hidden_size, c.num_experts, c.num_experts_per_tok);
+    let n = dy.len() / h;
+    // ANCHOR: moe_backward
+    let mut dw = vec![0.0f32; n * k];
+    for ((rs, t), m) in rows.iter().zip(experts).zip(moe.experts) {
+        // ∂/∂(expert output) = w·dy, and ∂/∂w = dy·(expert output).
+        let mut dout = vec![0.0f32; rs.len() * h];
+        for ((d, o), &(r, slot)) in dout.chunks_exact_mut(h).zip(t.out.chunks_exact(h)).zip(rs) {
+            let dy = &dy[r * h..(r + 1) * h];
+            let w = weights[r * k + slot];
+            d.iter_mut().zip(dy).for_each(|(a, b)| *a = w * b);
+            dw[r * k + slot] = crate::kernels::dot(dy, o);
+        }
+        let mut dxs = vec![0.0f32; rs.len() * h];
+        mlp_backward(p, m, t, &dout, &mut dxs, grads);
+        for (d, &(r, _)) in dxs.chunks_exact(h).zip(rs) {
+            add_into(&mut dxn[r * h..(r + 1) * h], d);
+        }
+    }
+    let mut dz = dz_router.to_vec();
+    let mut dp = vec![0.0f32; e];
+    for r in 0..n {
+        dp.fill(0.0);
+        let pr = &probs[r * e..(r + 1) * e];
+        topk_weights_backward(
+            pr,
+            &chosen[r * k..(r + 1) * k],
+            &weights[r * k..(r + 1) * k],
+            &dw[r * k..(r + 1) * k],
+            c.norm_topk_prob,
+            &mut dp,
+        );
+        softmax_backward(pr, &dp, &mut dz[r * e..(r + 1) * e]);
+    }
+    // ANCHOR_END: moe_backward
+    let router = moe.router;
+    linear_backward(router.data(p), e, h, xn, &dz, Some(dxn), router.grad(grads));
+}
+
+/// The embedding: row `id` collects the gradient of every position holding it.
+fn embedding_backward(f: &Forward, batch: &[Vec<u32>], dx: &[f32], grads: &mut Grads) {
+    let h = f.views.embed_tokens.cols;
+    let g = f.views.embed_tokens.grad(grads);
     for (d, &id) in dx.chunks_exact(h).zip(batch.iter().flatten()) {
         add_into(&mut g[id as usize * h..(id as usize + 1) * h], d);
     }
-    Ok(out)
 }
 
 /// A SwiGLU MLP's backward: `dy` `[n, H]` → adds `∂/∂x` into `dx`, and its weights'
