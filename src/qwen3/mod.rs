@@ -28,6 +28,7 @@
 //! server's anatomy stream and the book's evidence; [`Model::qk_per_layer`] is its q·k view.
 
 pub mod config;
+pub mod evidence;
 pub mod ffn;
 pub mod finite;
 pub mod generate;
@@ -52,9 +53,9 @@ pub use config::Qwen3Config;
 pub use generate::{GenerateOptions, Sampling, Stepper, generate};
 pub use logits_file::save_logits;
 pub use model::{LayerRouting, Logits, Model, Output, Session};
-pub use open::{glitch_report, is_gguf, open, vocab_or_model_tokenizer};
+pub use open::{bundled_dir, glitch_report, is_gguf, open, vocab_or_model_tokenizer};
 pub use router_report::{LayerReport, PositionRouting, RouterReport, router_report, router_text};
 pub use tensors::{F32Tensors, ModelFile, Tensors};
-pub use tour::{TOUR_TEXT, bundled_dir, tour_demo};
+pub use tour::{TOUR_TEXT, tour_demo};
 pub use trace::{QkLayer, Trace};
 pub use word_classes::{ClassRouting, class_text, word_class_routing, word_class_routing_file};

@@ -27,13 +27,13 @@
 use crate::error::{Error, Result};
 use crate::kernels::attention::{KvHead, Mask, attend, attend_reference, key_weight};
 use crate::kernels::{Matrix, first_non_finite, rmsnorm};
-use crate::moe::Routing;
 use crate::position::rope::{RopeTable, apply_rope, apply_rope_interleaved};
 use crate::qwen3::config::Qwen3Config;
 use crate::qwen3::ffn::{FfnScratch, project};
 use crate::qwen3::finite::{Stage, locate};
 use crate::qwen3::kv_cache::KvCache;
 use crate::qwen3::tensors::Tensors;
+pub use crate::qwen3::trace::LayerRouting;
 use crate::qwen3::trace::{QkLayer, Trace};
 use crate::qwen3::weights::{Attention, Layer, Weights};
 
@@ -68,13 +68,6 @@ pub enum Logits {
     All,
     /// The last position only (generation): `[1, vocab]`.
     Last,
-}
-
-/// The router's choices in one MoE layer, one [`Routing`] per position of the call.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LayerRouting {
-    pub layer: usize,
-    pub routing: Vec<Routing>,
 }
 
 /// What a forward call returns.

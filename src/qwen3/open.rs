@@ -105,3 +105,8 @@ pub fn is_gguf(path: &Path) -> bool {
             .is_ok()
         && &magic == b"GGUF"
 }
+
+/// Where the bundled tiny checkpoint lives.
+pub fn bundled_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/tiny-qwen3-moe")
+}

@@ -3,15 +3,10 @@
 use crate::error::Result;
 use crate::qwen3::generate::{GenerateOptions, Sampling, generate};
 use crate::qwen3::model::Model;
-use crate::qwen3::open::open;
+use crate::qwen3::open::{bundled_dir, open};
 use crate::qwen3::router_report::{router_report, router_text};
 use crate::qwen3::word_classes::{class_text, word_class_routing};
 use std::path::Path;
-
-/// Where the bundled tiny checkpoint lives.
-pub fn bundled_dir() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/tiny-qwen3-moe")
-}
 
 /// The sentence the tour routes through the bundled model: punctuation, nouns and verbs.
 pub const TOUR_TEXT: &str = " The small cat saw a bird, and the dog heard the river.";

@@ -9,7 +9,14 @@
 //! (the prefill's positions, or the one decoded position). Off, the forward pass does
 //! no extra work and a decode step still allocates nothing.
 
-use crate::qwen3::model::LayerRouting;
+use crate::moe::Routing;
+
+/// The router's choices in one MoE layer, one [`Routing`] per position of the call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerRouting {
+    pub layer: usize,
+    pub routing: Vec<Routing>,
+}
 
 /// The record of the last forward call of a session (see the module docs).
 #[derive(Clone, Debug, Default)]

@@ -2,7 +2,7 @@
 
 use crate::error::Result;
 use crate::qwen3::model::Model;
-use crate::qwen3::tour::bundled_dir;
+use crate::qwen3::open::bundled_dir;
 use serde_json::Value;
 use std::path::Path;
 
