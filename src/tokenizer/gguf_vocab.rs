@@ -27,6 +27,7 @@ use super::Tokenizer;
 use super::bpe::QWEN_PATTERN;
 use super::pretokenize::SplitRule;
 use super::special::AddedToken;
+use super::spm::{SPACE_MARK, Spm};
 use super::tokenizer_json::{GPT2_PATTERN, bytes_to_unicode};
 use super::vocab::{MAX_ID, MergeRule, Vocab};
 use crate::error::{Error, Result, excerpt};
@@ -45,6 +46,8 @@ pub const PAD_KEY: &str = "tokenizer.ggml.padding_token_id";
 pub const UNK_KEY: &str = "tokenizer.ggml.unknown_token_id";
 pub const ADD_BOS_KEY: &str = "tokenizer.ggml.add_bos_token";
 pub const CHAT_TEMPLATE_KEY: &str = "tokenizer.chat_template";
+pub const SCORES_KEY: &str = "tokenizer.ggml.scores";
+pub const ADD_SPACE_PREFIX_KEY: &str = "tokenizer.ggml.add_space_prefix";
 
 /// llama.cpp's token types (`llama_token_type`).
 pub mod token_type {
@@ -98,8 +101,12 @@ pub fn tokenizer_from_metadata(file: &Path, metadata: &[(String, MetaValue)]) ->
         what: file.display().to_string(),
         metadata,
     };
-    check_model(&meta)?;
-    let (pattern, split_digits) = pre_tokenizer(&meta)?;
+    let sentencepiece = is_sentencepiece(&meta)?;
+    let (pattern, split_digits) = if sentencepiece {
+        ("", false)
+    } else {
+        pre_tokenizer(&meta)?
+    };
     let tokens = string_array(meta.get(TOKENS_KEY), TOKENS_KEY, &meta.what)?;
     if tokens.is_empty() {
         return Err(meta.err(TOKENS_KEY, "empty".into()));
@@ -117,9 +124,17 @@ pub fn tokenizer_from_metadata(file: &Path, metadata: &[(String, MetaValue)]) ->
         let problem = format!("{} but {TOKENS_KEY} has {n} tokens", brief(v));
         return Err(meta.err(&arch_key, problem));
     }
-    let split = split_tokens(&meta, &tokens, &types)?;
-    let pairs = merge_pairs(&meta, &split.by_string)?;
-    let merges = MergeRule::Pairs(pairs);
+    let split = split_tokens(&meta, &tokens, &types, sentencepiece)?;
+    let merges = if sentencepiece {
+        MergeRule::Pairs(FxHashMap::default())
+    } else {
+        MergeRule::Pairs(merge_pairs(&meta, &split.by_string)?)
+    };
+    let spm = if sentencepiece {
+        Some(sentencepiece_model(&meta, &tokens, &split.byte_tokens)?)
+    } else {
+        None
+    };
     let vocab = Vocab::new_missing_bytes(split.entries, merges, false, &meta.what)?;
     let special_id = |key: &str| -> Result<Option<u32>> {
         match meta.get(key) {
@@ -146,6 +161,7 @@ pub fn tokenizer_from_metadata(file: &Path, metadata: &[(String, MetaValue)]) ->
     };
     let mut tokenizer = Tokenizer::new(vocab, split.added, pattern, false, &meta.what)?;
     tokenizer.split_digits = split_digits;
+    tokenizer.spm = spm;
     Ok(GgufVocab {
         tokenizer,
         n_tokens: n,
@@ -178,8 +194,9 @@ impl<'a> Meta<'a> {
     }
 }
 
-/// `tokenizer.ggml.model` must be `"gpt2"`, the byte-level BPE read here.
-fn check_model(meta: &Meta) -> Result<()> {
+/// `tokenizer.ggml.model`: `"gpt2"` (byte-level BPE, false) or `"llama"` (SentencePiece
+/// with scores and byte fallback, true).
+fn is_sentencepiece(meta: &Meta) -> Result<bool> {
     let model = match meta.get(MODEL_KEY) {
         None => {
             let problem = "missing: the file carries no tokenizer".into();
@@ -190,13 +207,11 @@ fn check_model(meta: &Meta) -> Result<()> {
             .ok_or_else(|| meta.expected(MODEL_KEY, v, "a string"))?,
     };
     let why = match model {
-        "gpt2" => return Ok(()),
+        "gpt2" => return Ok(false),
+        "llama" => return Ok(true),
         "none" | "no_vocab" => "the file has no vocabulary (ids only)".to_string(),
-        "llama" => "\"llama\" (a SentencePiece vocabulary with scores and byte fallback) \
-                    is not supported (only \"gpt2\", byte-level BPE)"
-            .to_string(),
         other => format!(
-            "{} is not supported (only \"gpt2\", byte-level BPE)",
+            "{} is not supported (only \"gpt2\", byte-level BPE, and \"llama\", SentencePiece)",
             excerpt(other)
         ),
     };
@@ -255,15 +270,41 @@ struct SplitTokens<'a> {
     entries: Vec<(Vec<u8>, u32)>,
     added: Vec<AddedToken>,
     by_string: FxHashMap<&'a str, u32>,
+    /// SentencePiece's `<0xXX>` tokens (type 6) and their bytes.
+    byte_tokens: Vec<(u32, u8)>,
 }
 
-fn split_tokens<'a>(meta: &Meta, tokens: &[&'a str], types: &[i32]) -> Result<SplitTokens<'a>> {
+/// A normal token's bytes: byte-level BPE maps GPT-2's alphabet back to bytes,
+/// SentencePiece turns `▁` into a space.
+fn normal_bytes(text: &str, inverse: &FxHashMap<char, u8>, sentencepiece: bool) -> Option<Vec<u8>> {
+    if sentencepiece {
+        return Some(text.replace(SPACE_MARK, " ").into_bytes());
+    }
+    text.chars().map(|c| inverse.get(&c).copied()).collect()
+}
+
+/// `<0xXX>` → the byte.
+fn byte_token(text: &str) -> Option<u8> {
+    let hex = text.strip_prefix("<0x")?.strip_suffix('>')?;
+    if hex.len() != 2 {
+        return None;
+    }
+    u8::from_str_radix(hex, 16).ok()
+}
+
+fn split_tokens<'a>(
+    meta: &Meta,
+    tokens: &[&'a str],
+    types: &[i32],
+    sentencepiece: bool,
+) -> Result<SplitTokens<'a>> {
     let b2u = bytes_to_unicode();
     let inverse: FxHashMap<char, u8> = b2u.iter().enumerate().map(|(b, &c)| (c, b as u8)).collect();
     let mut out = SplitTokens {
         entries: Vec::with_capacity(tokens.len()),
         added: Vec::new(),
         by_string: FxHashMap::default(),
+        byte_tokens: Vec::new(),
     };
     let mut added_ids: FxHashMap<&str, usize> = FxHashMap::default();
     for (i, (&text, &ty)) in tokens.iter().zip(types).enumerate() {
@@ -274,15 +315,10 @@ fn split_tokens<'a>(meta: &Meta, tokens: &[&'a str], types: &[i32]) -> Result<Sp
         }
         match ty {
             token_type::NORMAL => {
-                let bytes: Vec<u8> = text
-                    .chars()
-                    .map(|c| inverse.get(&c).copied())
-                    .collect::<Option<_>>()
-                    .ok_or_else(|| {
-                        let problem =
-                            format!("{} is not in the byte-level alphabet", excerpt(text));
-                        meta.err(&at(), problem)
-                    })?;
+                let bytes = normal_bytes(text, &inverse, sentencepiece).ok_or_else(|| {
+                    let problem = format!("{} is not in the byte-level alphabet", excerpt(text));
+                    meta.err(&at(), problem)
+                })?;
                 if out.by_string.insert(text, id).is_some() {
                     return Err(meta.err(&at(), format!("{} appears twice", excerpt(text))));
                 }
@@ -300,6 +336,15 @@ fn split_tokens<'a>(meta: &Meta, tokens: &[&'a str], types: &[i32]) -> Result<Sp
                 });
             }
             token_type::UNUSED => {}
+            token_type::BYTE if sentencepiece => {
+                let b = byte_token(text).ok_or_else(|| {
+                    meta.err(
+                        &at(),
+                        format!("{} is not a byte token <0xXX>", excerpt(text)),
+                    )
+                })?;
+                out.byte_tokens.push((id, b));
+            }
             _ => {
                 return Err(meta.err(
                     &format!("{TYPES_KEY}[{i}]"),
@@ -310,6 +355,45 @@ fn split_tokens<'a>(meta: &Meta, tokens: &[&'a str], types: &[i32]) -> Result<Sp
         }
     }
     Ok(out)
+}
+
+/// The SentencePiece model: every token with its score (`tokenizer.ggml.scores`, one
+/// finite f32 per token), the byte tokens, and `tokenizer.ggml.add_space_prefix` (true
+/// when absent, llama.cpp's default for this model).
+fn sentencepiece_model(meta: &Meta, tokens: &[&str], byte_tokens: &[(u32, u8)]) -> Result<Spm> {
+    let v = meta
+        .get(SCORES_KEY)
+        .ok_or_else(|| meta.err(SCORES_KEY, "missing (SentencePiece needs scores)".into()))?;
+    let a = v
+        .as_array()
+        .ok_or_else(|| meta.expected(SCORES_KEY, v, "an array"))?;
+    if a.len() != tokens.len() {
+        let problem = format!(
+            "{} entries for {} tokens ({TOKENS_KEY})",
+            a.len(),
+            tokens.len()
+        );
+        return Err(meta.err(SCORES_KEY, problem));
+    }
+    let scores = a
+        .iter()
+        .enumerate()
+        .map(|(i, x)| match x {
+            MetaValue::F32(f) if f.is_finite() => Ok(*f),
+            other => Err(meta.err(
+                &format!("{SCORES_KEY}[{i}]"),
+                format!("{} is not a finite f32", brief(other)),
+            )),
+        })
+        .collect::<Result<Vec<f32>>>()?;
+    let mut spm = Spm::new(tokens, scores, byte_tokens);
+    spm.add_space_prefix = match meta.get(ADD_SPACE_PREFIX_KEY) {
+        None => true,
+        Some(v) => v
+            .as_bool()
+            .ok_or_else(|| meta.expected(ADD_SPACE_PREFIX_KEY, v, "a bool"))?,
+    };
+    Ok(spm)
 }
 
 /// `tokenizer.ggml.merges` as `(left, right) → (rank, merged)` over the normal tokens.

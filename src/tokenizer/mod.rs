@@ -25,6 +25,7 @@ pub mod glitch;
 pub mod ids;
 pub mod pretokenize;
 pub mod special;
+pub mod spm;
 pub mod tiktoken;
 pub mod tokenizer_json;
 pub mod vocab;
@@ -55,6 +56,12 @@ pub struct Tokenizer {
     /// (llama.cpp's `smollm` pre-tokenizer, Hugging Face's `Digits` with
     /// `individual_digits`).
     pub split_digits: bool,
+    /// A SentencePiece vocabulary (GGUF `tokenizer.ggml.model` "llama"): text between
+    /// added tokens goes to it instead of the pattern and BPE.
+    pub spm: Option<spm::Spm>,
+    /// The added tokens not flagged special (llama.cpp's user-defined ones), which are
+    /// matched even when special tokens are not ([`Tokenizer::encode_special`]).
+    plain_added: AddedTokens,
     regex: fancy_regex::Regex,
     /// One compiled copy per rayon thread: copies of a `Regex` share one cache pool,
     /// whose fast path serves only the thread that used it first (tiktoken keeps
@@ -104,6 +111,8 @@ impl Tokenizer {
                 ));
             }
         }
+        let plain: Vec<AddedToken> = added.iter().filter(|t| !t.special).cloned().collect();
+        let plain_added = AddedTokens::new(plain, name)?;
         let added = AddedTokens::new(added, name)?;
         let regex = fancy_regex::Regex::new(pattern).map_err(|e| {
             Error::field(
@@ -118,6 +127,8 @@ impl Tokenizer {
             pattern: pattern.to_string(),
             split: SplitRule::default(),
             split_digits: false,
+            spm: None,
+            plain_added,
             regex,
             thread_regexes: (0..THREAD_REGEXES).map(|_| OnceLock::new()).collect(),
             nfc,
@@ -200,23 +211,61 @@ impl Tokenizer {
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         let mut out = Vec::with_capacity(text.len() / 3 + 1);
         let mut bpe = Bpe::default();
+        let mut after_added = true;
         for segment in self.added.split(text) {
             match segment {
                 Segment::Added(id) => out.push(id),
-                Segment::Text(t) => {
-                    self.encode_ordinary_into(&self.regex, t, &mut bpe, &mut out)?
-                }
+                Segment::Text(t) => self.encode_text(t, after_added, &mut bpe, &mut out)?,
             }
+            after_added = matches!(segment, Segment::Added(_));
         }
         Ok(out)
     }
     // ANCHOR_END: encode
 
+    /// llama.cpp's `tokenize(text, parse_special)`: with `parse_special` false, the
+    /// special (control) tokens are plain characters but the other added tokens are
+    /// still matched.
+    pub fn encode_special(&self, text: &str, parse_special: bool) -> Result<Vec<u32>> {
+        if parse_special {
+            return self.encode(text);
+        }
+        let mut out = Vec::with_capacity(text.len() / 3 + 1);
+        let mut bpe = Bpe::default();
+        let mut after_added = true;
+        for segment in self.plain_added.split(text) {
+            match segment {
+                Segment::Added(id) => out.push(id),
+                Segment::Text(t) => self.encode_text(t, after_added, &mut bpe, &mut out)?,
+            }
+            after_added = matches!(segment, Segment::Added(_));
+        }
+        Ok(out)
+    }
+
     /// Encodes text with no added-token recognition: `<|im_start|>` is just characters.
     pub fn encode_ordinary(&self, text: &str) -> Result<Vec<u32>> {
         let mut out = Vec::with_capacity(text.len() / 3 + 1);
-        self.encode_ordinary_into(&self.regex, text, &mut Bpe::default(), &mut out)?;
+        self.encode_text(text, true, &mut Bpe::default(), &mut out)?;
         Ok(out)
+    }
+
+    /// One stretch without added tokens, by SentencePiece or by pattern and BPE
+    /// (`after_added`: it starts the input or follows an added token).
+    fn encode_text(
+        &self,
+        text: &str,
+        after_added: bool,
+        bpe: &mut Bpe,
+        out: &mut Vec<u32>,
+    ) -> Result<()> {
+        match &self.spm {
+            Some(spm) => {
+                spm.encode(text, after_added, out);
+                Ok(())
+            }
+            None => self.encode_ordinary_into(&self.regex, text, bpe, out),
+        }
     }
 
     /// The pre-tokenizer's pieces of `text` (no normalisation, no added tokens).
@@ -304,6 +353,7 @@ impl Tokenizer {
         if self.pattern != bpe::QWEN_PATTERN
             || self.split != SplitRule::default()
             || self.split_digits
+            || self.spm.is_some()
         {
             return self.encode(text);
         }
@@ -358,6 +408,9 @@ impl Tokenizer {
 
     /// The bytes of one id.
     pub fn token_bytes(&self, id: u32) -> Result<&[u8]> {
+        if let Some(b) = self.spm.as_ref().and_then(|s| s.byte_of(id)) {
+            return Ok(std::slice::from_ref(b));
+        }
         if let Some(b) = self.vocab.token(id) {
             return Ok(b);
         }

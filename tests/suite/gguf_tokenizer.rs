@@ -289,8 +289,13 @@ fn malformed_metadata_is_an_error_naming_the_key() {
             "no vocabulary",
         ),
         (
-            Box::new(|m| set(m, MODEL_KEY, Some(s("llama")))),
+            Box::new(|m| set(m, MODEL_KEY, Some(s("bert")))),
             "\"gpt2\"",
+        ),
+        // A SentencePiece vocabulary needs its scores.
+        (
+            Box::new(|m| set(m, MODEL_KEY, Some(s("llama")))),
+            "tokenizer.ggml.scores",
         ),
         (
             Box::new(|m| set(m, MODEL_KEY, Some(MetaValue::U8(1)))),
