@@ -23,7 +23,7 @@
 //! step; decode and small expert groups) and, in Round mode for groups of at least the
 //! panel threshold, an outer-product kernel over token panels whose columns are
 //! interleaved in pairs, with each weight pair broadcast as one 32-bit lane. `ANATOMY_NO_BF16=1` (or
-//! `ANATOMY_NO_AVX512`) turns the path off, to measure the widening kernels on the same
+//! `ANATOMY_NO_AVX512=1`) turns the path off, to measure the widening kernels on the same
 //! CPU. Tests in `matmul.rs` pin both modes and both kernels to the reference.
 
 pub use super::policy::Bf16Mode;

@@ -23,7 +23,7 @@
 //! weight byte when nothing is shared between tokens. With AVX512_VNNI, [`vnni`]'s kernels
 //! (`vpdpbusd`) take the Q8_0, Q4_K and Q6_K groups of two tokens or more instead, of any
 //! size: 16 weight rows in the lanes from [`vnni::LANES_MIN_TOKENS`] tokens, tiles below;
-//! `ANATOMY_NO_VNNI` (or `ANATOMY_NO_AVX512`) set turns them off.
+//! `ANATOMY_NO_VNNI=1` (or `ANATOMY_NO_AVX512=1`) turns them off (`policy`).
 
 use super::policy::{QuantActs, current, with_switches};
 use crate::quant::k_blocks::scale_min_k4;
