@@ -19,6 +19,9 @@ pub enum JsonValue {
     Bool(bool),
     Int(i64),
     UInt(u64),
+    /// An integer outside 64 bits, as its digits: Python's `json.loads` keeps any integer
+    /// exact (serde_json would round it to a float).
+    BigInt(String),
     Float(f64),
     Str(String),
     Array(Vec<JsonValue>),
@@ -252,11 +255,75 @@ fn push_turn(out: &mut String, role: &str, content: &str) {
 /// Parses a conversation: either a JSON array of messages or an object
 /// `{"messages": [...], "tools": [...]}`. `what` names the source in errors.
 pub fn parse_conversation(text: &str, what: &str) -> Result<Conversation> {
-    let doc: JsonValue = serde_json::from_str(text).map_err(|source| Error::Json {
+    let mut doc: JsonValue = serde_json::from_str(text).map_err(|source| Error::Json {
         what: what.into(),
         source,
     })?;
+    let mut literals = float_literals(text).into_iter();
+    restore_big_ints(&mut doc, &mut literals);
     Conversation::from_json(&doc, what)
+}
+
+/// The number literals of a JSON text that serde_json reads as floats (fractions,
+/// exponents, and integers outside 64 bits), in document order.
+fn float_literals(text: &str) -> Vec<&str> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let (mut i, mut in_string) = (0, false);
+    while i < b.len() {
+        let c = b[i];
+        if in_string {
+            match c {
+                b'\\' => i += 1,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        if c == b'"' {
+            in_string = true;
+        } else if c == b'-' || c.is_ascii_digit() {
+            let start = i;
+            while i < b.len() && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                i += 1;
+            }
+            let literal = &text[start..i];
+            if serde_json::from_str::<serde_json::Number>(literal).is_ok_and(|n| n.is_f64()) {
+                out.push(literal);
+            }
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Walks `doc` in document order, pairing each float with its literal: one that is an
+/// integer becomes [`JsonValue::BigInt`] (`-0` is Python's `0`).
+fn restore_big_ints<'a>(doc: &mut JsonValue, literals: &mut impl Iterator<Item = &'a str>) {
+    match doc {
+        JsonValue::Float(_) => {
+            if let Some(lit) = literals.next()
+                && !lit.contains(['.', 'e', 'E'])
+            {
+                let digits = lit.trim_start_matches('-');
+                let zero = digits.bytes().all(|d| d == b'0');
+                *doc = JsonValue::BigInt(if zero { "0".into() } else { lit.into() });
+            }
+        }
+        JsonValue::Array(items) => {
+            for item in items {
+                restore_big_ints(item, literals);
+            }
+        }
+        JsonValue::Object(entries) => {
+            for (_, value) in entries {
+                restore_big_ints(value, literals);
+            }
+        }
+        _ => {}
+    }
 }
 
 impl Conversation {
@@ -411,6 +478,7 @@ fn write_json(value: &JsonValue, out: &mut String) {
         JsonValue::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         JsonValue::Int(i) => out.push_str(&i.to_string()),
         JsonValue::UInt(u) => out.push_str(&u.to_string()),
+        JsonValue::BigInt(digits) => out.push_str(digits),
         JsonValue::Float(f) => out.push_str(&py_float_repr(*f)),
         JsonValue::Str(s) => write_json_string(s, out),
         JsonValue::Array(items) => {

@@ -73,6 +73,20 @@ pub struct GgufVocab {
     pub chat_template: Option<String>,
 }
 
+impl GgufVocab {
+    /// The ids llama.cpp's `tokenize(text, add_special, parse_special)` gives: BOS first
+    /// when `add_special` and the file's `add_bos_token` say so, control tokens in the text
+    /// matched only with `parse_special`.
+    pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Result<Vec<u32>> {
+        let mut ids = Vec::new();
+        if add_special && self.add_bos {
+            ids.extend(self.bos);
+        }
+        ids.extend(self.tokenizer.encode_special(text, parse_special)?);
+        Ok(ids)
+    }
+}
+
 /// The tokenizer of an opened GGUF file. When the file has an embedding
 /// (`token_embd.weight`), its rows must be the tokens' count, as llama.cpp requires.
 pub fn tokenizer_from_gguf(g: &Gguf) -> Result<GgufVocab> {

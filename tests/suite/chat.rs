@@ -490,3 +490,48 @@ fn cli_generate_injects_the_early_stop_text_at_exactly_n_thinking_tokens() {
         );
     }
 }
+
+/// Integers past 2^53 and past 64 bits stay integers, digit for digit, as Python's
+/// `json.loads` and jinja2's `tojson` keep them; fractions and exponents stay floats.
+#[test]
+fn chat_template_keeps_big_integers_exact() {
+    let big = [
+        "9007199254740993",
+        "18446744073709551617",
+        "-9223372036854775809",
+        "123456789012345678901234567890",
+    ];
+    let args: Vec<String> = big
+        .iter()
+        .enumerate()
+        .map(|(i, n)| format!("\"a{i}\": {n}"))
+        .collect();
+    let doc = format!(
+        r#"[{{"role": "user", "content": "hi"}}, {{"role": "assistant", "content": "", "tool_calls": [{{"name": "f", "arguments": {{{}, "x": 1.5e300, "s": "-12345678901234567890123"}}}}]}}]"#,
+        args.join(", ")
+    );
+    let dir = std::env::temp_dir().join(format!("anatomy-bigint-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("big.json");
+    std::fs::write(&path, doc).unwrap();
+    let out = anatomy()
+        .args(["chat-template", "--messages"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    for (i, n) in big.iter().enumerate() {
+        assert!(text.contains(&format!("\"a{i}\": {n}")), "{n} in {text}");
+    }
+    assert!(text.contains("\"x\": 1.5e+300"), "{text}");
+    assert!(
+        text.contains("\"s\": \"-12345678901234567890123\""),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -13,7 +13,8 @@
 //! The model files are not in git: without them these tests say what they skip and how to
 //! fetch the files (`bash scripts/get-real-models.sh`).
 
-use llm_anatomy::tokenizer::gguf_vocab::{self, GgufVocab};
+use llm_anatomy::chat::thinking::ThinkingBudget;
+use llm_anatomy::tokenizer::gguf_vocab;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -55,18 +56,6 @@ fn fixture(name: &str) -> Fixture {
     serde_json::from_str(&text).expect("fixture parses")
 }
 
-/// Our ids for a case, with llama.cpp's meaning of the flags: BOS when asked and the file
-/// says so; control tokens matched only with `special`.
-fn our_ids(v: &GgufVocab, case: &Case) -> Vec<u32> {
-    let mut ids = Vec::new();
-    if case.add_bos && v.add_bos {
-        ids.extend(v.bos);
-    }
-    let rest = v.tokenizer.encode_special(&case.text, case.special);
-    ids.extend(rest.expect("encodes"));
-    ids
-}
-
 /// Every case of the model's fixture: our ids and decoded bytes against llama.cpp's.
 fn check_against_llama_cpp(name: &str, file: &str, test: &str) {
     let Some(path) = model_path(file, test) else {
@@ -77,7 +66,9 @@ fn check_against_llama_cpp(name: &str, file: &str, test: &str) {
     let v = gguf_vocab::open(&path).expect("the model's tokenizer reads");
     let mut wrong = Vec::new();
     for case in &fx.cases {
-        let ids = our_ids(&v, case);
+        let ids = v
+            .encode(&case.text, case.add_bos, case.special)
+            .expect("encodes");
         if ids != case.ids {
             wrong.push(format!(
                 "{:?} special={}: ours {ids:?}, llama.cpp {:?}",
@@ -130,6 +121,23 @@ fn fixtures_belong_to_the_files() {
         let bytes = std::fs::read(&path).expect("model file");
         let digest = sha256_hex(&bytes);
         assert_eq!(digest, fixture(name).sha256, "{}", path.display());
+    }
+}
+
+/// `--thinking-budget` looks its tags up in the model's own vocabulary: neither model has
+/// a `<think>` token, and the error says so, naming the file.
+#[test]
+fn thinking_budget_names_the_missing_tag() {
+    for file in ["smollm2-135m-instruct-q4_1.gguf", "gemma3-270m-q4_k_m.gguf"] {
+        let Some(path) = model_path(file, "thinking_budget_names_the_missing_tag") else {
+            return;
+        };
+        let v = gguf_vocab::open(&path).expect("reads");
+        let e = ThinkingBudget::for_tokenizer(16, &v.tokenizer)
+            .err()
+            .expect("no <think> token")
+            .to_string();
+        assert!(e.contains("<think>") && e.contains(file), "{e}");
     }
 }
 
