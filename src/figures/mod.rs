@@ -220,10 +220,8 @@ pub fn render_svg(name: &str) -> Result<String> {
 
 /// Writes every figure as `DIR/<name>.svg` and returns the paths.
 pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).map_err(|source| Error::Write {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    // A file or device where the directory should be is the caller's input (exit 2).
+    crate::output::create_dir(dir)?;
     FIGURES
         .iter()
         .map(|f| {

@@ -280,10 +280,8 @@ impl Params {
     /// Writes `dir/config.json` and `dir/model.safetensors` (every parameter in f32 under
     /// its name), each atomically, creating `dir` if needed.
     pub fn save_pretrained(&self, dir: &Path) -> Result<()> {
-        std::fs::create_dir_all(dir).map_err(|source| Error::Write {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        // A file or device where the directory should be is the caller's input (exit 2).
+        crate::output::create_dir(dir)?;
         let config = config_json(&self.config)?;
         let text = serde_json::to_string_pretty(&config)
             .map_err(|e| Error::Invalid(format!("config.json of {}: {e}", dir.display())))?;

@@ -1470,3 +1470,57 @@ fn quantize_refuses_weights_its_format_cannot_hold() {
         &[t, "row 0", "column 3", "bf16", "3.38953"],
     );
 }
+
+#[test]
+fn figures_into_a_file_or_a_device_is_bad_input() {
+    let dir = std::env::temp_dir().join(format!("anatomy-figs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    refused(
+        &["figures", "--out", s(&file)],
+        &["a-file", "not a directory"],
+    );
+    refused(
+        &["figures", "--out", "/dev/null"],
+        &["/dev/null", "not a directory"],
+    );
+    refused(
+        &["figures", "--out", s(&file.join("below"))],
+        &["a-file", "not a directory"],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A GGUF header of `n` one-byte values under short keys.
+fn gguf_of_tiny_keys(path: &Path, n: u64) {
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b.extend(n.to_le_bytes());
+    for i in 0..n {
+        let key = format!("{i:x}");
+        b.extend((key.len() as u64).to_le_bytes());
+        b.extend(key.as_bytes());
+        b.extend(0u32.to_le_bytes());
+        b.push(1);
+    }
+    std::fs::write(path, b).unwrap();
+}
+
+#[test]
+fn a_gguf_header_of_tiny_keys_is_refused_before_it_fills_memory() {
+    // 2.5 M keys in 46 MB would parse to about 220 MB: past the header's size plus the
+    // parser's 128 MiB floor, so refused as it is read (unbounded, 2^24 such keys in
+    // 285 MB took 3 GB).
+    let dir = std::env::temp_dir().join(format!("anatomy-tiny-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("keys.gguf");
+    gguf_of_tiny_keys(&file, 2_500_000);
+    let out = dir.join("logits.safetensors");
+    refused(
+        &["logits", s(&file), "--ids", IDS, "--out", s(&out)],
+        &["keys.gguf", "in memory"],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
