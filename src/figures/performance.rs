@@ -4,7 +4,7 @@
 //! from the model's shape and the report's work counts; its rate from the measured tokens
 //! per second; the ceilings from the probes the same reports carry.
 
-use super::{Area, DrawResult};
+use super::{Area, DrawResult, Drawn};
 use crate::quant::mix::{FileType, MixContext, TensorRole, choose_type, tensor_bytes};
 use crate::qwen3::config::Qwen3Config;
 use plotters::prelude::*;
@@ -154,37 +154,8 @@ pub(super) fn roofline(root: &Area) -> DrawResult {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut c = Qwen3Config::from_file(&crate_dir.join(CONFIG))?;
     c.num_hidden_layers = BENCH_LAYERS;
-
-    // Points: (file, phase: 0 prefill 128, 1 prefill 512, 2 decode; fastest round; slowest
-    // rate). Decode after either prompt is one series: its intensity moves by under 3 %.
-    let mut points = Vec::new();
-    let mut machines = Vec::new();
-    for (file, _, _) in FILES {
-        let embed = embed_bytes(&c, file)?;
-        let mut decode = Vec::new();
-        for (phase, n) in PROMPTS.iter().enumerate() {
-            let runs = reports(crate_dir, &format!("{file}-{n}"))?;
-            let prefill = runs.iter().map(|r| prefill_point(r, &c, embed)).collect();
-            points.push(summarise(file, phase, prefill));
-            decode.extend(runs.iter().map(|r| decode_point(r, &c)));
-            machines.extend(runs.into_iter().map(|r| r.machine));
-        }
-        points.push(summarise(file, 2, decode));
-    }
-    let bw = best(machines.iter().map(|m| m.mem_read_gb_s));
-    let fma = best(machines.iter().map(|m| m.fma_gflop_s));
-    let bf16 = best(machines.iter().filter_map(|m| m.bf16_gflop_s));
-    let int8 = best(machines.iter().filter_map(|m| m.int8_gop_s));
-    let peaks: Vec<(String, f64)> = [
-        ("f32 FMA", fma),
-        ("bf16 dot", bf16),
-        ("int8 dot (VNNI)", int8),
-    ]
-    .into_iter()
-    .filter(|p| p.1 > 0.0)
-    .map(|(name, v)| (format!("{name} {v:.0}"), v))
-    .collect();
-
+    let (points, machines) = measured(crate_dir, &c)?;
+    let (bw, peaks) = ceilings(&machines);
     let (x0, x1, y0, y1) = (0.5f64, 200.0f64, 4.0f64, 3000.0f64);
     let mut chart = ChartBuilder::on(root)
         .caption(
@@ -213,8 +184,67 @@ pub(super) fn roofline(root: &Area) -> DrawResult {
         .light_line_style(WHITE)
         .draw()?;
 
-    // The read ceiling: rate = intensity × bandwidth, up to the highest peak.
     let top = best(peaks.iter().map(|p| p.1)).min(y1);
+    draw_ceilings(&mut chart, bw, &peaks, (x0, x1), top)?;
+    draw_points(&mut chart, &points)?;
+    draw_legend(&mut chart)
+}
+
+/// A file's point in one phase (0 prefill 128, 1 prefill 512, 2 decode): its fastest
+/// round and the slowest round's rate.
+type Summary = (&'static str, usize, Point, f64);
+
+/// Every file's three points and the machines of every report read.
+fn measured(crate_dir: &Path, c: &Qwen3Config) -> Drawn<(Vec<Summary>, Vec<Machine>)> {
+    // Decode after either prompt is one series: its intensity moves by under 3 %.
+    let mut points = Vec::new();
+    let mut machines = Vec::new();
+    for (file, _, _) in FILES {
+        let embed = embed_bytes(c, file)?;
+        let mut decode = Vec::new();
+        for (phase, n) in PROMPTS.iter().enumerate() {
+            let runs = reports(crate_dir, &format!("{file}-{n}"))?;
+            let prefill = runs.iter().map(|r| prefill_point(r, c, embed)).collect();
+            points.push(summarise(file, phase, prefill));
+            decode.extend(runs.iter().map(|r| decode_point(r, c)));
+            machines.extend(runs.into_iter().map(|r| r.machine));
+        }
+        points.push(summarise(file, 2, decode));
+    }
+    Ok((points, machines))
+}
+
+/// The read bandwidth and the named compute peaks: the best any report measured.
+fn ceilings(machines: &[Machine]) -> (f64, Vec<(String, f64)>) {
+    let bw = best(machines.iter().map(|m| m.mem_read_gb_s));
+    let fma = best(machines.iter().map(|m| m.fma_gflop_s));
+    let bf16 = best(machines.iter().filter_map(|m| m.bf16_gflop_s));
+    let int8 = best(machines.iter().filter_map(|m| m.int8_gop_s));
+    let peaks: Vec<(String, f64)> = [
+        ("f32 FMA", fma),
+        ("bf16 dot", bf16),
+        ("int8 dot (VNNI)", int8),
+    ]
+    .into_iter()
+    .filter(|p| p.1 > 0.0)
+    .map(|(name, v)| (format!("{name} {v:.0}"), v))
+    .collect();
+    (bw, peaks)
+}
+
+/// The read ceiling up to `top`, and each compute peak flat from where it meets it.
+fn draw_ceilings<X, Y>(
+    chart: &mut ChartContext<'_, SVGBackend<'_>, Cartesian2d<X, Y>>,
+    bw: f64,
+    peaks: &[(String, f64)],
+    (x0, x1): (f64, f64),
+    top: f64,
+) -> DrawResult
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    // The read ceiling: rate = intensity × bandwidth, up to the highest peak.
     let grey = RGBColor(90, 90, 90);
     chart.draw_series(LineSeries::new(
         [(x0, x0 * bw), (top / bw, top)],
@@ -231,7 +261,7 @@ pub(super) fn roofline(root: &Area) -> DrawResult {
     // Each compute peak, flat from where it meets the read ceiling, named above its line.
     let above =
         TextStyle::from(("sans-serif", 15).into_font()).pos(Pos::new(HPos::Right, VPos::Bottom));
-    for (name, peak) in &peaks {
+    for (name, peak) in peaks {
         chart.draw_series(DashedLineSeries::new(
             [(peak / bw, *peak), (x1, *peak)],
             8,
@@ -244,9 +274,20 @@ pub(super) fn roofline(root: &Area) -> DrawResult {
             above.clone(),
         )))?;
     }
+    Ok(())
+}
 
+/// Each file's points, with a bar down to its slowest round.
+fn draw_points<X, Y>(
+    chart: &mut ChartContext<'_, SVGBackend<'_>, Cartesian2d<X, Y>>,
+    points: &[Summary],
+) -> DrawResult
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
     // Points: colour = file, shape = phase; a bar down to the slowest round.
-    for (file, phase, p, slowest) in &points {
+    for (file, phase, p, slowest) in points {
         let color = FILES.iter().find(|f| f.0 == *file).map_or(BLACK, |f| f.2);
         chart.draw_series(std::iter::once(PathElement::new(
             vec![(p.intensity, *slowest), (p.intensity, p.gflop_s)],
@@ -261,6 +302,17 @@ pub(super) fn roofline(root: &Area) -> DrawResult {
             _ => chart.draw_series(std::iter::once(TriangleMarker::new(at, 9, color.filled())))?,
         };
     }
+    Ok(())
+}
+
+/// One legend entry per file (colour) and per phase (shape).
+fn draw_legend<'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+) -> DrawResult
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
     // Legend: one entry per file (colour) and per phase (shape).
     for (_, name, color) in FILES {
         chart
@@ -291,11 +343,7 @@ pub(super) fn roofline(root: &Area) -> DrawResult {
 }
 
 /// A point's fastest round, with its slowest (the bar's lower end).
-fn summarise(
-    file: &'static str,
-    phase: usize,
-    pts: Vec<Point>,
-) -> (&'static str, usize, Point, f64) {
+fn summarise(file: &'static str, phase: usize, pts: Vec<Point>) -> Summary {
     let slowest = pts.iter().map(|p| p.gflop_s).fold(f64::INFINITY, f64::min);
     let fastest = pts
         .iter()

@@ -97,140 +97,226 @@ pub fn expert_parallel(
     workers: usize,
 ) -> EpResult {
     assert!(workers >= 1, "expert_parallel: at least one worker");
-    let num_experts = experts.len();
     let tokens = x.len() / hidden;
-    let per_worker = tokens.div_ceil(workers);
-    let home = |t: usize| t / per_worker;
     let (dispatch_tx, dispatch_rx): (Vec<_>, Vec<_>) =
         (0..workers).map(|_| mpsc::channel::<Dispatch>()).unzip();
     let (combine_tx, combine_rx): (Vec<_>, Vec<_>) =
         (0..workers).map(|_| mpsc::channel::<Combine>()).unzip();
-
+    let ep = Ep {
+        x,
+        hidden,
+        router,
+        experts,
+        k,
+        norm_topk_prob,
+        workers,
+        per_worker: tokens.div_ceil(workers),
+        dispatch_tx,
+        combine_tx,
+    };
     let results: Vec<WorkerOutput> = std::thread::scope(|s| {
+        let ep = &ep;
         let handles: Vec<_> = dispatch_rx
             .into_iter()
             .zip(combine_rx)
             .enumerate()
-            .map(|(w, (d_rx, c_rx))| {
-                let dispatch_tx = dispatch_tx.clone();
-                let combine_tx = combine_tx.clone();
-                s.spawn(move || {
-                    let mine: Vec<usize> = (0..tokens).filter(|&t| home(t) == w).collect();
-                    let my_x: Vec<f32> = mine
-                        .iter()
-                        .flat_map(|&t| x[t * hidden..(t + 1) * hidden].iter().copied())
-                        .collect();
-                    let mut traffic = Traffic::default();
-                    // ANCHOR: ep_dispatch
-                    // Steps 1–2: route my tokens with my copy of the router.
-                    let routings = route_tokens(&my_x, hidden, router, k, norm_topk_prob);
-                    // Step 3: all-to-all #1, every pair to its expert's owner.
-                    for (&t, r) in mine.iter().zip(&routings) {
-                        for (&e, &p) in r.experts.iter().zip(&r.weights) {
-                            let dest = owner(e, num_experts, workers);
-                            if dest == w {
-                                traffic.local_pairs += 1;
-                            } else {
-                                traffic.remote_pairs += 1;
-                                traffic.dispatch_bytes += hidden * F32;
-                                traffic.metadata_bytes += DISPATCH_META;
-                            }
-                            let msg = Dispatch::Pair {
-                                token: t,
-                                expert: e,
-                                weight: p,
-                                x: x[t * hidden..(t + 1) * hidden].to_vec(),
-                                from: w,
-                            };
-                            dispatch_tx[dest].send(msg).expect("worker alive");
-                        }
-                    }
-                    for tx in &dispatch_tx {
-                        tx.send(Dispatch::Done).expect("worker alive");
-                    }
-                    // ANCHOR_END: ep_dispatch
-                    // Receive until every worker (me included) said Done.
-                    let mut inbox = Vec::new();
-                    let mut done = 0;
-                    while done < workers {
-                        match d_rx.recv().expect("dispatch channel open") {
-                            Dispatch::Done => done += 1,
-                            Dispatch::Pair {
-                                token,
-                                expert,
-                                weight,
-                                x,
-                                from,
-                            } => inbox.push((token, expert, weight, x, from)),
-                        }
-                    }
-                    // ANCHOR: ep_experts
-                    // Step 4: my experts, each once on its batch (expert-index order).
-                    inbox.sort_by_key(|p| (p.1, p.0));
-                    let received: Vec<(usize, usize, usize)> =
-                        inbox.iter().map(|p| (p.0, p.1, p.4)).collect();
-                    let mut y = vec![0.0f32; hidden];
-                    for (token, expert, weight, xt, _) in &inbox {
-                        experts[*expert].forward(xt, &mut y);
-                        let weighted: Vec<f32> = y.iter().map(|v| v * weight).collect();
-                        let dest = home(*token);
-                        if dest != w {
-                            traffic.combine_bytes += hidden * F32;
-                            traffic.metadata_bytes += COMBINE_META;
-                        }
-                        combine_tx[dest]
-                            .send(Combine::Pair {
-                                token: *token,
-                                expert: *expert,
-                                y: weighted,
-                            })
-                            .expect("worker alive");
-                    }
-                    // Step 5: all-to-all #2 done from my side.
-                    for tx in &combine_tx {
-                        tx.send(Combine::Done).expect("worker alive");
-                    }
-                    // ANCHOR_END: ep_experts
-                    let mut back = Vec::new();
-                    let mut done = 0;
-                    while done < workers {
-                        match c_rx.recv().expect("combine channel open") {
-                            Combine::Done => done += 1,
-                            Combine::Pair { token, expert, y } => back.push((token, expert, y)),
-                        }
-                    }
-                    // ANCHOR: ep_combine
-                    // Step 6: add each token's results in expert-index order.
-                    back.sort_by_key(|b| (b.0, b.1));
-                    let mut out: Vec<(usize, Vec<f32>)> =
-                        mine.iter().map(|&t| (t, vec![0.0f32; hidden])).collect();
-                    for (token, _, y) in back {
-                        let slot = &mut out[token - mine[0]].1;
-                        for (o, v) in slot.iter_mut().zip(&y) {
-                            *o += v;
-                        }
-                    }
-                    // ANCHOR_END: ep_combine
-                    let log = WorkerLog {
-                        worker: w,
-                        tokens: mine.clone(),
-                        experts: (0..num_experts)
-                            .filter(|&e| owner(e, num_experts, workers) == w)
-                            .collect(),
-                        received,
-                        traffic,
-                    };
-                    (out, routings, log)
-                })
-            })
+            .map(|(w, (d_rx, c_rx))| s.spawn(move || worker(ep, w, d_rx, c_rx)))
             .collect();
         handles
             .into_iter()
             .map(|h| h.join().expect("worker thread panicked"))
             .collect()
     });
+    gather(x.len(), hidden, tokens, results)
+}
 
-    let mut output = vec![0.0f32; x.len()];
+/// What every worker shares: the layer, the split, and a sender to every worker.
+struct Ep<'a> {
+    x: &'a [f32],
+    hidden: usize,
+    router: &'a Matrix<'a>,
+    experts: &'a [Expert<'a>],
+    k: usize,
+    norm_topk_prob: bool,
+    workers: usize,
+    per_worker: usize,
+    dispatch_tx: Vec<mpsc::Sender<Dispatch>>,
+    combine_tx: Vec<mpsc::Sender<Combine>>,
+}
+
+impl Ep<'_> {
+    /// The worker token `t` starts on.
+    fn home(&self, t: usize) -> usize {
+        t / self.per_worker
+    }
+}
+
+/// A pair as it arrived at its expert's owner: (token, expert, weight, x, from worker).
+type Arrived = (usize, usize, f32, Vec<f32>, usize);
+
+/// Worker `w`'s six steps: route and dispatch, receive, run its experts and send back,
+/// receive, combine.
+fn worker(
+    ep: &Ep,
+    w: usize,
+    d_rx: mpsc::Receiver<Dispatch>,
+    c_rx: mpsc::Receiver<Combine>,
+) -> WorkerOutput {
+    let (x, hidden, num_experts) = (ep.x, ep.hidden, ep.experts.len());
+    let mine: Vec<usize> = (0..x.len() / hidden).filter(|&t| ep.home(t) == w).collect();
+    let mut traffic = Traffic::default();
+    let routings = dispatch(ep, w, &mine, &mut traffic);
+    let inbox = receive_dispatched(ep.workers, &d_rx);
+    let received = run_experts(ep, w, inbox, &mut traffic);
+    let back = receive_combined(ep.workers, &c_rx);
+    let out = combine(hidden, &mine, back);
+    let log = WorkerLog {
+        worker: w,
+        tokens: mine,
+        experts: (0..num_experts)
+            .filter(|&e| owner(e, num_experts, ep.workers) == w)
+            .collect(),
+        received,
+        traffic,
+    };
+    (out, routings, log)
+}
+
+/// Steps 1–3: route worker `w`'s tokens and send every pair to its expert's owner.
+fn dispatch(ep: &Ep, w: usize, mine: &[usize], traffic: &mut Traffic) -> Vec<Routing> {
+    let (x, hidden, router, k) = (ep.x, ep.hidden, ep.router, ep.k);
+    let (num_experts, workers, dispatch_tx) = (ep.experts.len(), ep.workers, &ep.dispatch_tx);
+    let my_x: Vec<f32> = mine
+        .iter()
+        .flat_map(|&t| x[t * hidden..(t + 1) * hidden].iter().copied())
+        .collect();
+    // ANCHOR: ep_dispatch
+    // Steps 1–2: route my tokens with my copy of the router.
+    let routings = route_tokens(&my_x, hidden, router, k, ep.norm_topk_prob);
+    // Step 3: all-to-all #1, every pair to its expert's owner.
+    for (&t, r) in mine.iter().zip(&routings) {
+        for (&e, &p) in r.experts.iter().zip(&r.weights) {
+            let dest = owner(e, num_experts, workers);
+            if dest == w {
+                traffic.local_pairs += 1;
+            } else {
+                traffic.remote_pairs += 1;
+                traffic.dispatch_bytes += hidden * F32;
+                traffic.metadata_bytes += DISPATCH_META;
+            }
+            let msg = Dispatch::Pair {
+                token: t,
+                expert: e,
+                weight: p,
+                x: x[t * hidden..(t + 1) * hidden].to_vec(),
+                from: w,
+            };
+            dispatch_tx[dest].send(msg).expect("worker alive");
+        }
+    }
+    for tx in dispatch_tx {
+        tx.send(Dispatch::Done).expect("worker alive");
+    }
+    // ANCHOR_END: ep_dispatch
+    routings
+}
+
+/// Receives pairs until every worker (this one included) said Done.
+fn receive_dispatched(workers: usize, d_rx: &mpsc::Receiver<Dispatch>) -> Vec<Arrived> {
+    let mut inbox = Vec::new();
+    let mut done = 0;
+    while done < workers {
+        match d_rx.recv().expect("dispatch channel open") {
+            Dispatch::Done => done += 1,
+            Dispatch::Pair {
+                token,
+                expert,
+                weight,
+                x,
+                from,
+            } => inbox.push((token, expert, weight, x, from)),
+        }
+    }
+    inbox
+}
+
+/// Steps 4–5: worker `w`'s experts on what arrived, each weighted output sent to its
+/// token's home; returns the (token, expert, from worker) pairs processed.
+fn run_experts(
+    ep: &Ep,
+    w: usize,
+    mut inbox: Vec<Arrived>,
+    traffic: &mut Traffic,
+) -> Vec<(usize, usize, usize)> {
+    let (hidden, experts, combine_tx) = (ep.hidden, ep.experts, &ep.combine_tx);
+    // ANCHOR: ep_experts
+    // Step 4: my experts, each once on its batch (expert-index order).
+    inbox.sort_by_key(|p| (p.1, p.0));
+    let received: Vec<(usize, usize, usize)> = inbox.iter().map(|p| (p.0, p.1, p.4)).collect();
+    let mut y = vec![0.0f32; hidden];
+    for (token, expert, weight, xt, _) in &inbox {
+        experts[*expert].forward(xt, &mut y);
+        let weighted: Vec<f32> = y.iter().map(|v| v * weight).collect();
+        let dest = ep.home(*token);
+        if dest != w {
+            traffic.combine_bytes += hidden * F32;
+            traffic.metadata_bytes += COMBINE_META;
+        }
+        combine_tx[dest]
+            .send(Combine::Pair {
+                token: *token,
+                expert: *expert,
+                y: weighted,
+            })
+            .expect("worker alive");
+    }
+    // Step 5: all-to-all #2 done from my side.
+    for tx in combine_tx {
+        tx.send(Combine::Done).expect("worker alive");
+    }
+    // ANCHOR_END: ep_experts
+    received
+}
+
+/// Receives weighted outputs until every worker said Done: (token, expert, y).
+fn receive_combined(
+    workers: usize,
+    c_rx: &mpsc::Receiver<Combine>,
+) -> Vec<(usize, usize, Vec<f32>)> {
+    let mut back = Vec::new();
+    let mut done = 0;
+    while done < workers {
+        match c_rx.recv().expect("combine channel open") {
+            Combine::Done => done += 1,
+            Combine::Pair { token, expert, y } => back.push((token, expert, y)),
+        }
+    }
+    back
+}
+
+/// Step 6: each of `mine`'s outputs, summed in expert-index order.
+fn combine(
+    hidden: usize,
+    mine: &[usize],
+    mut back: Vec<(usize, usize, Vec<f32>)>,
+) -> Vec<(usize, Vec<f32>)> {
+    // ANCHOR: ep_combine
+    // Step 6: add each token's results in expert-index order.
+    back.sort_by_key(|b| (b.0, b.1));
+    let mut out: Vec<(usize, Vec<f32>)> = mine.iter().map(|&t| (t, vec![0.0f32; hidden])).collect();
+    for (token, _, y) in back {
+        let slot = &mut out[token - mine[0]].1;
+        for (o, v) in slot.iter_mut().zip(&y) {
+            *o += v;
+        }
+    }
+    // ANCHOR_END: ep_combine
+    out
+}
+
+/// The workers' outputs in token order, their routings, logs and total traffic.
+fn gather(len: usize, hidden: usize, tokens: usize, results: Vec<WorkerOutput>) -> EpResult {
+    let mut output = vec![0.0f32; len];
     let mut routings = Vec::with_capacity(tokens);
     let mut logs = Vec::new();
     let mut traffic = Traffic::default();
