@@ -219,17 +219,7 @@ pub fn simulate(cfg: &SimConfig, balancing: Balancing) -> SimResult {
     let (n, d, t_count) = (cfg.num_experts, cfg.dim, cfg.tokens_per_step);
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let mut normal = || -> f32 { StandardNormal.sample(&mut rng) };
-    let mu: Vec<f32> = (0..d).map(|_| normal()).collect();
-    let mu_norm = mu.iter().map(|v| v * v).sum::<f32>().sqrt();
-    let mu: Vec<f32> = mu.iter().map(|v| v / mu_norm).collect();
-    let mut w: Vec<f32> = (0..n * d).map(|_| cfg.init * normal()).collect();
-    // Start with no expert favoured: remove each row's component along μ.
-    for row in w.chunks_exact_mut(d) {
-        let along = crate::kernels::dot(row, &mu);
-        for (r, m) in row.iter_mut().zip(&mu) {
-            *r -= along * m;
-        }
-    }
+    let (mu, mut w) = initial_router(cfg, &mut normal);
     let mut bias = vec![0.0f32; n];
     let mut trained = vec![0.0f32; n];
     let mut load_hist = Vec::with_capacity(cfg.steps);
@@ -241,79 +231,13 @@ pub fn simulate(cfg: &SimConfig, balancing: Balancing) -> SimResult {
         let xs: Vec<f32> = (0..t_count * d)
             .map(|i| mu[i % d] + cfg.noise * normal())
             .collect();
-        let mut logits = vec![0.0f32; t_count * n];
-        for (x, z) in xs.chunks_exact(d).zip(logits.chunks_exact_mut(n)) {
-            crate::kernels::matvec(&w, x, z);
-        }
-        let quality: Vec<f32> = trained
-            .iter()
-            .map(|&c| 1.0 / (1.0 + c / t_count as f32))
-            .collect();
-        // Route: the bias (if any) only changes which experts are chosen.
-        let routings: Vec<Routing> = logits
-            .chunks_exact(n)
-            .map(|z| {
-                let biased: Vec<f32> = z.iter().zip(&bias).map(|(a, b)| a + b).collect();
-                let chosen = top_k_indices(&biased, cfg.k);
-                let mut p: Vec<f32> = chosen.iter().map(|&e| z[e]).collect();
-                softmax_in_place(&mut p);
-                Routing {
-                    experts: chosen,
-                    weights: p,
-                }
-            })
-            .collect();
-        let mut load = vec![0.0f32; n];
-        for r in &routings {
-            for &e in &r.experts {
-                load[e] += 1.0;
-            }
-        }
-        let (f, _) = load_and_importance(&logits, n, cfg.k);
-        aux_hist.push(switch_aux_loss(&logits, n, cfg.k));
-        z_hist.push(router_z_loss(&logits, n));
-        dropped_hist.push(dispatch_with_capacity(&routings, n, capacity).dropped_assignments);
-        // ANCHOR: simulate_step
-        // dL/dz per token.
-        let mut grad_w = vec![0.0f32; n * d];
-        for ((x, z), r) in xs
-            .chunks_exact(d)
-            .zip(logits.chunks_exact(n))
-            .zip(&routings)
-        {
-            let mut g = vec![0.0f32; n];
-            let task: f32 = r
-                .experts
-                .iter()
-                .zip(&r.weights)
-                .map(|(&e, p)| p * quality[e])
-                .sum();
-            for (&e, &p) in r.experts.iter().zip(&r.weights) {
-                g[e] += p * (quality[e] - task);
-            }
-            if let Balancing::AuxLoss(alpha) = balancing {
-                let mut probs = z.to_vec();
-                softmax_in_place(&mut probs);
-                let fp: f32 = f.iter().zip(&probs).map(|(a, b)| a * b).sum();
-                for e in 0..n {
-                    g[e] += alpha * n as f32 * probs[e] * (f[e] - fp);
-                }
-            }
-            for e in 0..n {
-                for j in 0..d {
-                    grad_w[e * d + j] += g[e] * x[j] / t_count as f32;
-                }
-            }
-        }
-        for (wi, gi) in w.iter_mut().zip(&grad_w) {
-            *wi -= cfg.lr * gi;
-        }
-        for (c, l) in trained.iter_mut().zip(&load) {
-            *c += l;
-        }
-        // ANCHOR_END: simulate_step
+        let step = route_step(cfg, &w, &bias, &trained, xs);
+        aux_hist.push(switch_aux_loss(&step.logits, n, cfg.k));
+        z_hist.push(router_z_loss(&step.logits, n));
+        dropped_hist.push(dispatch_with_capacity(&step.routings, n, capacity).dropped_assignments);
+        sgd_step(cfg, balancing, &step, &mut w, &mut trained);
         let total = (t_count * cfg.k) as f32;
-        let share: Vec<f32> = load.iter().map(|l| l / total).collect();
+        let share: Vec<f32> = step.load.iter().map(|l| l / total).collect();
         if let Balancing::Bias(gamma) = balancing {
             bias_update(&mut bias, &share, gamma);
         }
@@ -326,6 +250,131 @@ pub fn simulate(cfg: &SimConfig, balancing: Balancing) -> SimResult {
         z_loss: z_hist,
         dropped: dropped_hist,
     }
+}
+
+/// The tokens' mean direction μ (unit length) and a router `[n, d]` that favours no
+/// expert: random rows with their component along μ removed.
+fn initial_router(cfg: &SimConfig, normal: &mut impl FnMut() -> f32) -> (Vec<f32>, Vec<f32>) {
+    let (n, d) = (cfg.num_experts, cfg.dim);
+    let mu: Vec<f32> = (0..d).map(|_| normal()).collect();
+    let mu_norm = mu.iter().map(|v| v * v).sum::<f32>().sqrt();
+    let mu: Vec<f32> = mu.iter().map(|v| v / mu_norm).collect();
+    let mut w: Vec<f32> = (0..n * d).map(|_| cfg.init * normal()).collect();
+    for row in w.chunks_exact_mut(d) {
+        let along = crate::kernels::dot(row, &mu);
+        for (r, m) in row.iter_mut().zip(&mu) {
+            *r -= along * m;
+        }
+    }
+    (mu, w)
+}
+
+/// One step's batch as routed: tokens `[T, d]`, router logits `[T, n]`, the choices, each
+/// expert's quality (falling with the tokens it has trained on), its top-k fraction `f`
+/// and its load.
+struct Step {
+    xs: Vec<f32>,
+    logits: Vec<f32>,
+    routings: Vec<Routing>,
+    quality: Vec<f32>,
+    f: Vec<f32>,
+    load: Vec<f32>,
+}
+
+/// Routes `xs`: the bias (if any) only changes which experts are chosen.
+fn route_step(cfg: &SimConfig, w: &[f32], bias: &[f32], trained: &[f32], xs: Vec<f32>) -> Step {
+    let (n, d, t_count) = (cfg.num_experts, cfg.dim, cfg.tokens_per_step);
+    let mut logits = vec![0.0f32; t_count * n];
+    for (x, z) in xs.chunks_exact(d).zip(logits.chunks_exact_mut(n)) {
+        crate::kernels::matvec(w, x, z);
+    }
+    let quality: Vec<f32> = trained
+        .iter()
+        .map(|&c| 1.0 / (1.0 + c / t_count as f32))
+        .collect();
+    let routings: Vec<Routing> = logits
+        .chunks_exact(n)
+        .map(|z| {
+            let biased: Vec<f32> = z.iter().zip(bias).map(|(a, b)| a + b).collect();
+            let chosen = top_k_indices(&biased, cfg.k);
+            let mut p: Vec<f32> = chosen.iter().map(|&e| z[e]).collect();
+            softmax_in_place(&mut p);
+            Routing {
+                experts: chosen,
+                weights: p,
+            }
+        })
+        .collect();
+    let mut load = vec![0.0f32; n];
+    for r in &routings {
+        for &e in &r.experts {
+            load[e] += 1.0;
+        }
+    }
+    let (f, _) = load_and_importance(&logits, n, cfg.k);
+    Step {
+        xs,
+        logits,
+        routings,
+        quality,
+        f,
+        load,
+    }
+}
+
+/// One SGD step on the router from the task loss (and the auxiliary loss when it is on);
+/// each expert's trained count grows by its load.
+fn sgd_step(
+    cfg: &SimConfig,
+    balancing: Balancing,
+    step: &Step,
+    w: &mut [f32],
+    trained: &mut [f32],
+) {
+    let (n, d, t_count) = (cfg.num_experts, cfg.dim, cfg.tokens_per_step);
+    let Step {
+        xs,
+        logits,
+        routings,
+        quality,
+        f,
+        load,
+    } = step;
+    // ANCHOR: simulate_step
+    // dL/dz per token.
+    let mut grad_w = vec![0.0f32; n * d];
+    for ((x, z), r) in xs.chunks_exact(d).zip(logits.chunks_exact(n)).zip(routings) {
+        let mut g = vec![0.0f32; n];
+        let task: f32 = r
+            .experts
+            .iter()
+            .zip(&r.weights)
+            .map(|(&e, p)| p * quality[e])
+            .sum();
+        for (&e, &p) in r.experts.iter().zip(&r.weights) {
+            g[e] += p * (quality[e] - task);
+        }
+        if let Balancing::AuxLoss(alpha) = balancing {
+            let mut probs = z.to_vec();
+            softmax_in_place(&mut probs);
+            let fp: f32 = f.iter().zip(&probs).map(|(a, b)| a * b).sum();
+            for e in 0..n {
+                g[e] += alpha * n as f32 * probs[e] * (f[e] - fp);
+            }
+        }
+        for e in 0..n {
+            for j in 0..d {
+                grad_w[e * d + j] += g[e] * x[j] / t_count as f32;
+            }
+        }
+    }
+    for (wi, gi) in w.iter_mut().zip(&grad_w) {
+        *wi -= cfg.lr * gi;
+    }
+    for (c, l) in trained.iter_mut().zip(load) {
+        *c += l;
+    }
+    // ANCHOR_END: simulate_step
 }
 
 /// Routes logits with the Hugging Face convention (helper for capacity examples).
