@@ -109,27 +109,38 @@ impl Qwen3Config {
         Ok(cfg)
     }
 
-    /// Parses a config object; `what` names it in errors.
+    /// Parses a config object; `what` names it in errors. A multimodal `gemma3` config is
+    /// read through its `text_config`.
     pub fn from_json(cfg: &Value, what: &str) -> Result<Qwen3Config> {
         if !cfg.is_object() {
             return Err(Error::Invalid(format!("{what}: not a JSON object")));
         }
         let f = Fields::new(what, cfg);
-        let has_experts = f.get("num_experts").is_some() || f.get("num_local_experts").is_some();
-        let model_type = match f.opt_str("model_type")? {
-            Some(t @ ("qwen3_moe" | "qwen3" | "qwen2")) => t.to_string(),
-            Some(other) => {
-                return Err(Error::field(
-                    what,
-                    "model_type",
-                    format!("{other:?} is not one of \"qwen3_moe\", \"qwen3\", \"qwen2\""),
-                ));
-            }
-            None if has_experts => "qwen3_moe".to_string(),
-            None => "qwen3".to_string(),
+        if f.opt_str("model_type")? == Some("gemma3")
+            && let Some(text) = f.get("text_config")
+        {
+            let mut text = text.clone();
+            let Some(obj) = text.as_object_mut() else {
+                return Err(f.error("text_config", "expected an object"));
+            };
+            obj.entry("model_type").or_insert("gemma3_text".into());
+            return Self::from_json(&text, &format!("{what}: text_config"));
+        }
+        let model_type = model_type_of(&f)?;
+        let gemma = matches!(model_type.as_str(), "gemma3" | "gemma3_text");
+        if gemma {
+            check_gemma3_supported(&f)?;
+        }
+        let rope_cfg = if gemma {
+            gemma3_global_rope_view(&f, cfg)?
+        } else {
+            None
         };
+        let cfg = rope_cfg.as_ref().unwrap_or(cfg);
+        let f = Fields::new(what, cfg);
         let moe = model_type == "qwen3_moe";
         let qwen2 = model_type == "qwen2";
+        let llama = model_type == "llama";
         let style = if f.get("rope_parameters").is_some()
             || f.get("num_local_experts").is_some()
             || f.get("dtype").is_some()
@@ -145,6 +156,7 @@ impl Qwen3Config {
         let vocab_size = req_usize(&f, "vocab_size")?;
         let num_key_value_heads = match f.opt_usize("num_key_value_heads")? {
             Some(n) => n,
+            None if gemma => 4,
             None => crate::params::default_kv_heads(
                 &model_type,
                 f.raw("num_key_value_heads").is_none(),
@@ -160,11 +172,13 @@ impl Qwen3Config {
                 ),
             ));
         }
-        let head_dim = f.opt_usize("head_dim")?.unwrap_or(if moe || qwen2 {
-            hidden_size / num_attention_heads
-        } else {
-            128
-        });
+        let head_dim = f
+            .opt_usize("head_dim")?
+            .unwrap_or(if moe || qwen2 || llama {
+                hidden_size / num_attention_heads
+            } else {
+                128
+            });
         if head_dim < 2 || !head_dim.is_multiple_of(2) {
             return Err(Error::field(
                 what,
@@ -172,15 +186,14 @@ impl Qwen3Config {
                 format!("must be even and at least 2, got {head_dim}"),
             ));
         }
-        let hidden_act = f.opt_str("hidden_act")?.unwrap_or("silu");
-        if hidden_act != "silu" {
-            return Err(Error::field(
-                what,
-                "hidden_act",
-                format!("{hidden_act:?}: only \"silu\" (SwiGLU) is supported"),
-            ));
-        }
-        let max_position_embeddings = f.opt_usize("max_position_embeddings")?.unwrap_or(32768);
+        check_activation(&f, gemma)?;
+        let max_position_embeddings =
+            f.opt_usize("max_position_embeddings")?
+                .unwrap_or(match model_type.as_str() {
+                    "llama" => 2048,
+                    "gemma3" | "gemma3_text" => 131_072,
+                    _ => 32768,
+                });
         let rms_norm_eps = f.opt_nonnegative_f64("rms_norm_eps")?.unwrap_or(1e-6) as f32;
         let rope = RopeConfig::from_model_config(cfg, what)?;
         if rope.head_dim != head_dim {
@@ -196,7 +209,7 @@ impl Qwen3Config {
 
         // The MoE fields (an absent expert count means a dense model; Qwen2 is always dense).
         let num_experts = match f.opt_usize("num_experts")? {
-            _ if qwen2 => 0,
+            _ if qwen2 || llama || gemma => 0,
             Some(n) => n,
             None => f.opt_usize("num_local_experts")?.unwrap_or(0),
         };
@@ -234,38 +247,15 @@ impl Qwen3Config {
         } else {
             None
         };
-        let sliding_window = if moe {
+        let sliding_window = if gemma {
+            gemma3_windows(&f, num_hidden_layers)?
+        } else if llama {
+            vec![None; num_hidden_layers]
+        } else if moe {
             vec![window; num_hidden_layers]
         } else {
             match f.get("layer_types") {
-                Some(Value::Array(types)) => {
-                    if types.len() != num_hidden_layers {
-                        return Err(Error::field(
-                            what,
-                            "layer_types",
-                            format!("{} entries for {num_hidden_layers} layers", types.len()),
-                        ));
-                    }
-                    types
-                        .iter()
-                        .map(|t| match t.as_str() {
-                            Some("full_attention") => Ok(None),
-                            Some("sliding_attention") => Ok(window),
-                            _ => Err(Error::field(
-                                what,
-                                "layer_types",
-                                format!("unknown layer type {t}"),
-                            )),
-                        })
-                        .collect::<Result<Vec<_>>>()?
-                }
-                Some(v) => {
-                    return Err(Error::field(
-                        what,
-                        "layer_types",
-                        format!("expected a list, got {v}"),
-                    ));
-                }
+                Some(_) => layer_types(&f, num_hidden_layers, window)?,
                 None => {
                     let first = f.opt_usize("max_window_layers")?.unwrap_or(28);
                     (0..num_hidden_layers)
@@ -287,10 +277,10 @@ impl Qwen3Config {
             head_dim,
             max_position_embeddings,
             rms_norm_eps,
-            tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
+            tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(gemma),
             attention_bias: qwen2 || f.opt_bool("attention_bias")?.unwrap_or(false),
             o_proj_bias: !qwen2 && f.opt_bool("attention_bias")?.unwrap_or(false),
-            qk_norm: !qwen2,
+            qk_norm: !qwen2 && !llama,
             rope,
             num_experts,
             num_experts_per_tok,
@@ -323,6 +313,157 @@ impl Qwen3Config {
         }
         Ok(out)
     }
+}
+
+/// The families this engine runs, by `model_type`.
+const MODEL_TYPES: &[&str] = &[
+    "qwen3_moe",
+    "qwen3",
+    "qwen2",
+    "llama",
+    "gemma3_text",
+    "gemma3",
+];
+
+/// `model_type`, or the family an untyped config implies (experts → Qwen3-MoE, else Qwen3).
+fn model_type_of(f: &Fields) -> Result<String> {
+    let has_experts = f.get("num_experts").is_some() || f.get("num_local_experts").is_some();
+    match f.opt_str("model_type")? {
+        Some(t) if MODEL_TYPES.contains(&t) => Ok(t.to_string()),
+        Some(other) => Err(f.error(
+            "model_type",
+            format!("{other:?} is not one of {MODEL_TYPES:?}"),
+        )),
+        None if has_experts => Ok("qwen3_moe".to_string()),
+        None => Ok("qwen3".to_string()),
+    }
+}
+
+/// The gate's activation: SwiGLU's `silu`, or Gemma's `gelu_pytorch_tanh` (Gemma 3 names
+/// the field `hidden_activation`; either spelling is read).
+fn check_activation(f: &Fields, gemma: bool) -> Result<()> {
+    let (field, want) = if gemma {
+        ("hidden_activation", "gelu_pytorch_tanh")
+    } else {
+        ("hidden_act", "silu")
+    };
+    for name in [field, "hidden_act"] {
+        if let Some(act) = f.opt_str(name)?
+            && act != want
+        {
+            return Err(f.error(name, format!("{act:?}: only {want:?} is supported")));
+        }
+    }
+    Ok(())
+}
+
+/// Gemma 3 settings the engine does not compute refuse clearly: logit soft-capping, a
+/// `query_pre_attn_scalar` other than `head_dim` and a local RoPE base other than
+/// transformers' default 10 000 (the engine's variant scales scores by `head_dim^-0.5` and
+/// rotates sliding-window layers with base 10 000).
+fn check_gemma3_supported(f: &Fields) -> Result<()> {
+    for field in ["final_logit_softcapping", "attn_logit_softcapping"] {
+        if let Some(v) = f.get(field) {
+            return Err(f.error(
+                field,
+                format!("{v}: soft-capping is not supported (must be null)"),
+            ));
+        }
+    }
+    let head_dim = f.opt_usize("head_dim")?.unwrap_or(256);
+    if let Some(s) = f.opt_f64("query_pre_attn_scalar")?
+        && s != head_dim as f64
+    {
+        return Err(f.error(
+            "query_pre_attn_scalar",
+            format!("{s}: only head_dim = {head_dim} is supported"),
+        ));
+    }
+    let local = match f
+        .get("rope_parameters")
+        .and_then(|p| p.get("sliding_attention"))
+    {
+        Some(p) => Fields::new(f.what(), p).opt_f64("rope_theta")?,
+        None => f.opt_f64("rope_local_base_freq")?,
+    };
+    if let Some(base) = local.filter(|b| *b != 10_000.0) {
+        return Err(f.error(
+            "rope_local_base_freq",
+            format!("{base}: only the default 10000 is supported"),
+        ));
+    }
+    Ok(())
+}
+
+/// A copy of a Gemma 3 config that RoPE reads as the global layers' rotation: `head_dim`
+/// filled in (Gemma3TextConfig's 256), `rope_theta` defaulted to its 10⁶, and a 5.x
+/// per-layer-type `rope_parameters` table replaced by its `full_attention` entry.
+fn gemma3_global_rope_view(f: &Fields, cfg: &Value) -> Result<Option<Value>> {
+    let mut view = cfg.clone();
+    let obj = view.as_object_mut().expect("checked to be an object");
+    if f.get("head_dim").is_none() {
+        obj.insert("head_dim".into(), 256.into());
+    }
+    if let Some(full) = f
+        .get("rope_parameters")
+        .and_then(|p| p.get("full_attention"))
+    {
+        obj.insert("rope_parameters".into(), full.clone());
+    }
+    let has_theta = obj.get("rope_theta").is_some_and(|v| !v.is_null())
+        || obj
+            .get("rope_parameters")
+            .and_then(|p| p.get("rope_theta"))
+            .is_some();
+    if !has_theta {
+        obj.insert("rope_theta".into(), 1e6.into());
+    }
+    Ok(Some(view))
+}
+
+/// Gemma 3's windows: every layer whose `layer_types` entry is `sliding_attention` (or, in
+/// 4.x configs, every layer but each `sliding_window_pattern`-th, default 6) attends over
+/// `sliding_window` (default 4096) positions.
+fn gemma3_windows(f: &Fields, layers: usize) -> Result<Vec<Option<usize>>> {
+    let window = f.opt_usize("sliding_window")?.unwrap_or(4096);
+    if window == 0 {
+        return Err(f.error("sliding_window", "must be at least 1"));
+    }
+    if f.get("layer_types").is_some() {
+        return layer_types(f, layers, Some(window));
+    }
+    let pattern = f.opt_usize("sliding_window_pattern")?.unwrap_or(6);
+    if pattern == 0 {
+        return Err(f.error("sliding_window_pattern", "must be at least 1"));
+    }
+    Ok((0..layers)
+        .map(|l| (!(l + 1).is_multiple_of(pattern)).then_some(window))
+        .collect())
+}
+
+/// Per layer from `layer_types`: `window` for `sliding_attention`, none for
+/// `full_attention`.
+fn layer_types(f: &Fields, layers: usize, window: Option<usize>) -> Result<Vec<Option<usize>>> {
+    let Some(Value::Array(types)) = f.get("layer_types") else {
+        let got = f
+            .get("layer_types")
+            .map_or("nothing".into(), Value::to_string);
+        return Err(f.error("layer_types", format!("expected a list, got {got}")));
+    };
+    if types.len() != layers {
+        return Err(f.error(
+            "layer_types",
+            format!("{} entries for {layers} layers", types.len()),
+        ));
+    }
+    types
+        .iter()
+        .map(|t| match t.as_str() {
+            Some("full_attention") => Ok(None),
+            Some("sliding_attention") => Ok(window),
+            _ => Err(f.error("layer_types", format!("unknown layer type {t}"))),
+        })
+        .collect()
 }
 
 impl Qwen3Config {

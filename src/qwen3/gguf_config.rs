@@ -50,7 +50,85 @@ const ARCHITECTURES: &[(&str, &str)] = &[
     ("qwen3moe", "qwen3_moe"),
     ("qwen3", "qwen3"),
     ("qwen2", "qwen2"),
+    ("llama", "llama"),
+    ("gemma3", "gemma3"),
 ];
+
+/// Errors `from_json` names by a config.json field that GGUF calls by another key (after
+/// `{arch}.`), besides [`KEYS`].
+const ERROR_KEYS: &[(&str, &str)] = &[
+    ("factor", "rope.scaling.factor"),
+    ("rope_scaling", "rope.scaling.type"),
+    (
+        "original_max_position_embeddings",
+        "rope.scaling.original_context_length",
+    ),
+    ("beta_fast", "rope.scaling.yarn_beta_fast"),
+    ("beta_slow", "rope.scaling.yarn_beta_slow"),
+    ("attention_factor", "rope.scaling.yarn_attn_factor"),
+    ("sliding_window", "attention.sliding_window"),
+];
+
+/// Gemma 3's every-sixth-layer-global pattern, which the GGUF file leaves to the code:
+/// llama.cpp's `LLM_ARCH_GEMMA3` loader calls `hparams.set_swa_pattern(6)` (layer `l` is
+/// global when `(l + 1) % 6 == 0`), as transformers' `Gemma3TextConfig` builds
+/// `layer_types` from `sliding_window_pattern = 6`. Its local RoPE base (10 000) and
+/// attention scale (`query_pre_attn_scalar^-0.5` = `head_dim^-0.5` for the released sizes
+/// below 27B, llama.cpp's `f_attention_scale`) are likewise code, applied by the variant.
+const GEMMA3_SLIDING_WINDOW_PATTERN: usize = 6;
+
+/// A metadata value as the file holds it, for messages (`NaN`, `inf`, `-64`, `64.7`).
+fn shown(v: &MetaValue) -> String {
+    match v {
+        MetaValue::F32(x) => format!("{x}"),
+        MetaValue::F64(x) => format!("{x}"),
+        MetaValue::Str(s) => format!("{s:?}"),
+        MetaValue::Bool(b) => b.to_string(),
+        MetaValue::Array(_) => "an array".into(),
+        other => other
+            .as_u64()
+            .map(|n| n.to_string())
+            .or_else(|| other.as_f64().map(|x| x.to_string()))
+            .unwrap_or_else(|| other.type_name().into()),
+    }
+}
+
+/// A count key: a non-negative integer (a float, even a whole one, or a negative is refused).
+fn meta_count(v: &MetaValue, what: &str, key: &str) -> Result<u64> {
+    v.as_u64().ok_or_else(|| {
+        Error::field(
+            what,
+            key,
+            format!(
+                "{} ({}) is not a non-negative integer",
+                shown(v),
+                v.type_name()
+            ),
+        )
+    })
+}
+
+/// A float key: finite and within f32 (llama.cpp reads these keys as f32).
+fn meta_float(v: &MetaValue, what: &str, key: &str) -> Result<f64> {
+    let x = v
+        .as_f64()
+        .ok_or_else(|| Error::field(what, key, format!("{} is not a number", shown(v))))?;
+    if !x.is_finite() {
+        return Err(Error::field(
+            what,
+            key,
+            format!("{} is not finite", shown(v)),
+        ));
+    }
+    if x.abs() > f64::from(f32::MAX) {
+        return Err(Error::field(
+            what,
+            key,
+            format!("{} overflows f32 (largest {:e})", shown(v), f32::MAX),
+        ));
+    }
+    Ok(x)
+}
 
 /// The config of an open GGUF file (see the module docs for what comes from where).
 pub fn config_from_gguf(g: &Gguf) -> Result<Qwen3Config> {
@@ -77,7 +155,10 @@ pub fn config_from_metadata(
     let Some(&(_, model_type)) = ARCHITECTURES.iter().find(|(a, _)| *a == arch) else {
         return Err(key_error(
             arch_key,
-            format!("{arch:?} is not one of \"qwen3moe\", \"qwen3\", \"qwen2\""),
+            format!(
+                "{arch:?} is not one of {:?}",
+                ARCHITECTURES.iter().map(|(a, _)| *a).collect::<Vec<_>>()
+            ),
         ));
     };
     let key = |suffix: &str| format!("{arch}.{suffix}");
@@ -94,15 +175,9 @@ pub fn config_from_metadata(
                     .ok_or_else(|| key_error(&k, "not a boolean".into()))?
             )
         } else if matches!(field, "rms_norm_eps" | "rope_theta") {
-            json!(
-                v.as_f64()
-                    .ok_or_else(|| key_error(&k, "not a number".into()))?
-            )
+            json!(meta_float(v, &what, &k)?)
         } else {
-            json!(
-                v.as_u64()
-                    .ok_or_else(|| key_error(&k, "not a non-negative integer".into()))?
-            )
+            json!(meta_count(v, &what, &k)?)
         };
         cfg.insert(field.into(), value);
     }
@@ -115,6 +190,7 @@ pub fn config_from_metadata(
             return Err(key_error(&key(suffix), "missing".into()));
         }
     }
+    architecture_fields(&mut cfg, model_type, &get, &key, &what)?;
     let value_length = key("attention.value_length");
     if let (Some(k), Some(v)) = (cfg.get("head_dim"), get(&value_length))
         && v.as_u64() != k.as_u64()
@@ -200,7 +276,7 @@ pub fn config_from_metadata(
             what,
             field,
             problem,
-        } => match KEYS.iter().find(|(f, _)| *f == field) {
+        } => match KEYS.iter().chain(ERROR_KEYS).find(|(f, _)| *f == field) {
             Some((_, suffix)) => Error::field(what, key(suffix), problem),
             None => Error::Field {
                 what,
@@ -210,6 +286,55 @@ pub fn config_from_metadata(
         },
         other => other,
     })
+}
+
+/// What the `llama` and `gemma3` keys add: the rotated dimensions must be the whole head
+/// (`rope.dimension_count`), and Gemma 3's sliding window with the layer pattern and
+/// defaults its code supplies (see [`GEMMA3_SLIDING_WINDOW_PATTERN`]).
+fn architecture_fields<'a>(
+    cfg: &mut Map<String, Value>,
+    model_type: &str,
+    get: &impl Fn(&str) -> Option<&'a MetaValue>,
+    key: &impl Fn(&str) -> String,
+    what: &str,
+) -> Result<()> {
+    let rope_dims = key("rope.dimension_count");
+    if let Some(v) = get(&rope_dims) {
+        let dims = meta_count(v, what, &rope_dims)?;
+        let head = match cfg.get("head_dim").and_then(Value::as_u64) {
+            Some(d) => Some(d),
+            None => {
+                let whole = |f: &str| cfg.get(f).and_then(Value::as_u64).filter(|&n| n > 0);
+                whole("hidden_size")
+                    .zip(whole("num_attention_heads"))
+                    .map(|(h, n)| h / n)
+            }
+        };
+        if head.is_some_and(|h| h != dims) {
+            return Err(Error::field(
+                what,
+                &rope_dims,
+                format!(
+                    "{dims}: only RoPE over the whole head ({}) is supported",
+                    head.unwrap_or(0)
+                ),
+            ));
+        }
+    }
+    if model_type != "gemma3" {
+        return Ok(());
+    }
+    let window_key = key("attention.sliding_window");
+    let window = match get(&window_key) {
+        Some(v) => meta_count(v, what, &window_key)?,
+        None => return Err(Error::field(what, &window_key, "missing")),
+    };
+    cfg.insert("sliding_window".into(), json!(window));
+    cfg.insert(
+        "sliding_window_pattern".into(),
+        json!(GEMMA3_SLIDING_WINDOW_PATTERN),
+    );
+    Ok(())
 }
 
 /// The `rope_scaling` object of config.json that the `{arch}.rope.scaling.*` keys describe.
@@ -227,12 +352,7 @@ fn rope_scaling<'a>(
         .ok_or_else(|| Error::field(what, &type_key, "not a string"))?;
     let number = |suffix: &str| -> Result<Option<f64>> {
         let k = key(suffix);
-        get(&k)
-            .map(|v| {
-                v.as_f64()
-                    .ok_or_else(|| Error::field(what, &k, "not a number"))
-            })
-            .transpose()
+        get(&k).map(|v| meta_float(v, what, &k)).transpose()
     };
     let factor = || {
         number("rope.scaling.factor")?
@@ -254,14 +374,15 @@ fn rope_scaling<'a>(
                 ("beta_slow", "rope.scaling.yarn_beta_slow"),
                 ("attention_factor", "rope.scaling.yarn_attn_factor"),
             ] {
-                if let Some(x) = number(suffix)? {
-                    let v = if field == "original_max_position_embeddings" {
-                        json!(x as u64)
-                    } else {
-                        json!(x)
-                    };
-                    o.insert(field.into(), v);
-                }
+                let k = key(suffix);
+                let value = match get(&k) {
+                    None => continue,
+                    Some(v) if field == "original_max_position_embeddings" => {
+                        json!(meta_count(v, what, &k)?)
+                    }
+                    Some(_) => json!(number(suffix)?),
+                };
+                o.insert(field.into(), value);
             }
             Some(Value::Object(o))
         }
