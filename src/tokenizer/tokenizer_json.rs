@@ -57,10 +57,33 @@ pub const GPT2_PATTERN: &str =
 /// pre-tokenizer `Split` (regex, `Isolated`) followed by `ByteLevel`, or `ByteLevel` alone.
 /// Anything else is refused with an error naming the field.
 pub fn parse_tokenizer_json(doc: &Value, what: &str) -> Result<HfParts> {
-    let field = |f: &str, p: String| Error::field(what, f, p);
     let model = doc
         .get("model")
-        .ok_or_else(|| field("model", "missing".into()))?;
+        .ok_or_else(|| Error::field(what, "model", "missing"))?;
+    check_bpe_model(model, what)?;
+    let ignore_merges = model
+        .get("ignore_merges")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let (entries, by_string) = vocab_entries(model, what)?;
+    let pairs = merge_pairs(model, &by_string, what)?;
+    let vocab = Vocab::new(entries, MergeRule::Pairs(pairs), ignore_merges, what)?;
+    let added = added_tokens(doc, what)?;
+    let nfc = normalizer_is_nfc(doc, what)?;
+    let (pattern, split) =
+        pre_tokenizer_pattern(doc.get("pre_tokenizer").unwrap_or(&Value::Null), what)?;
+    Ok(HfParts {
+        vocab,
+        added,
+        pattern,
+        split,
+        nfc,
+    })
+}
+
+/// `model` must be plain BPE: no dropout, no unknown-token fallback or word affixes.
+fn check_bpe_model(model: &Value, what: &str) -> Result<()> {
+    let field = |f: &str, p: String| Error::field(what, f, p);
     match model.get("type").and_then(Value::as_str) {
         Some("BPE") | None => {}
         other => {
@@ -95,11 +118,15 @@ pub fn parse_tokenizer_json(doc: &Value, what: &str) -> Result<HfParts> {
             ));
         }
     }
-    let ignore_merges = model
-        .get("ignore_merges")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    Ok(())
+}
 
+/// `model.vocab` as `(bytes, id)` pairs, and each token string's id.
+fn vocab_entries<'a>(
+    model: &'a Value,
+    what: &str,
+) -> Result<(Vec<(Vec<u8>, u32)>, FxHashMap<&'a str, u32>)> {
+    let field = |f: &str, p: String| Error::field(what, f, p);
     let b2u = bytes_to_unicode();
     let inverse: FxHashMap<char, u8> = b2u.iter().enumerate().map(|(b, &c)| (c, b as u8)).collect();
     let vocab_obj = model
@@ -128,6 +155,16 @@ pub fn parse_tokenizer_json(doc: &Value, what: &str) -> Result<HfParts> {
         entries.push((bytes, id));
     }
 
+    Ok((entries, by_string))
+}
+
+/// `model.merges` (strings `"left right"` or pairs) as `(left, right) → (rank, merged)`.
+fn merge_pairs(
+    model: &Value,
+    by_string: &FxHashMap<&str, u32>,
+    what: &str,
+) -> Result<FxHashMap<(u32, u32), (u32, u32)>> {
+    let field = |f: &str, p: String| Error::field(what, f, p);
     let merges_v = model
         .get("merges")
         .and_then(Value::as_array)
@@ -171,8 +208,12 @@ pub fn parse_tokenizer_json(doc: &Value, what: &str) -> Result<HfParts> {
         // The first occurrence of a pair wins, as in Hugging Face's loader.
         pairs.entry((li, ri)).or_insert((rank as u32, merged));
     }
-    let vocab = Vocab::new(entries, MergeRule::Pairs(pairs), ignore_merges, what)?;
+    Ok(pairs)
+}
 
+/// `added_tokens` (no lstrip / rstrip / single_word).
+fn added_tokens(doc: &Value, what: &str) -> Result<Vec<AddedToken>> {
+    let field = |f: &str, p: String| Error::field(what, f, p);
     let mut added = Vec::new();
     if let Some(list) = doc.get("added_tokens").and_then(Value::as_array) {
         for (i, t) in list.iter().enumerate() {
@@ -204,6 +245,12 @@ pub fn parse_tokenizer_json(doc: &Value, what: &str) -> Result<HfParts> {
         }
     }
 
+    Ok(added)
+}
+
+/// Whether the normalizer is NFC (the only one supported) or absent.
+fn normalizer_is_nfc(doc: &Value, what: &str) -> Result<bool> {
+    let field = |f: &str, p: String| Error::field(what, f, p);
     let nfc = match doc.get("normalizer").unwrap_or(&Value::Null) {
         Value::Null => false,
         n => {
@@ -234,15 +281,7 @@ pub fn parse_tokenizer_json(doc: &Value, what: &str) -> Result<HfParts> {
         }
     };
 
-    let (pattern, split) =
-        pre_tokenizer_pattern(doc.get("pre_tokenizer").unwrap_or(&Value::Null), what)?;
-    Ok(HfParts {
-        vocab,
-        added,
-        pattern,
-        split,
-        nfc,
-    })
+    Ok(nfc)
 }
 
 /// The split pattern and rule of a `Split` + `ByteLevel` (or a lone `ByteLevel`, whose
