@@ -225,6 +225,7 @@ mod optim;
 mod position;
 mod quant;
 mod qwen3;
+pub mod real;
 mod tokenizer;
 mod train_context;
 mod train_dynamics;
@@ -241,6 +242,7 @@ pub const ENTRIES: &[&[Entry]] = &[
     quant::ENTRIES,
     train_dynamics::ENTRIES,
     train_context::ENTRIES,
+    real::ENTRIES,
 ];
 
 /// Seeded N(0, 1) vector of length `n` (inputs of the numeric checks).
