@@ -121,11 +121,11 @@ fn check_bpe_model(model: &Value, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// A vocabulary's `(bytes, id)` pairs, and each token string's id.
+type Entries<'a> = (Vec<(Vec<u8>, u32)>, FxHashMap<&'a str, u32>);
+
 /// `model.vocab` as `(bytes, id)` pairs, and each token string's id.
-fn vocab_entries<'a>(
-    model: &'a Value,
-    what: &str,
-) -> Result<(Vec<(Vec<u8>, u32)>, FxHashMap<&'a str, u32>)> {
+fn vocab_entries<'a>(model: &'a Value, what: &str) -> Result<Entries<'a>> {
     let field = |f: &str, p: String| Error::field(what, f, p);
     let b2u = bytes_to_unicode();
     let inverse: FxHashMap<char, u8> = b2u.iter().enumerate().map(|(b, &c)| (c, b as u8)).collect();
