@@ -195,7 +195,15 @@ impl Qwen3Config {
                     _ => 32768,
                 });
         let rms_norm_eps = f.opt_nonnegative_f64("rms_norm_eps")?.unwrap_or(1e-6) as f32;
-        let rope = RopeConfig::from_model_config(cfg, what)?;
+        // RoPE rotates the class's head_dim when the file leaves it out (transformers reads
+        // `config.head_dim`, which the class default has filled).
+        let rope = if f.get("head_dim").is_none() {
+            let mut with_dim = cfg.clone();
+            with_dim["head_dim"] = head_dim.into();
+            RopeConfig::from_model_config(&with_dim, what)?
+        } else {
+            RopeConfig::from_model_config(cfg, what)?
+        };
         if rope.head_dim != head_dim {
             return Err(Error::field(
                 what,
