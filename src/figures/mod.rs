@@ -19,6 +19,7 @@ mod performance;
 mod position;
 mod quant;
 mod qwen3;
+mod real;
 mod tokenizer;
 mod train;
 mod train_context;
@@ -141,6 +142,16 @@ pub const FIGURES: &[Figure] = &[
         name: "tok_bos_sink",
         size: (900, 420),
         draw: tokenizer::tok_bos_sink,
+    },
+    Figure {
+        name: "real_sink",
+        size: (900, 420),
+        draw: real::real_sink,
+    },
+    Figure {
+        name: "real_decay",
+        size: (1000, 440),
+        draw: real::real_decay,
     },
     Figure {
         name: "train_collapse",

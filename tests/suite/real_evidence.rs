@@ -109,3 +109,12 @@ fn sink_matches_transformers() {
         assert!((got.uniform - uniform).abs() < 1e-12, "{name}");
     }
 }
+
+#[test]
+#[ignore = "writes figures/real_*.svg (also written by `anatomy figures`)"]
+fn write_real_figures() {
+    for name in ["real_sink", "real_decay"] {
+        let svg = llm_anatomy::figures::render_svg(name).unwrap();
+        std::fs::write(root().join(format!("figures/{name}.svg")), svg).unwrap();
+    }
+}
