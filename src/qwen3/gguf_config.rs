@@ -599,8 +599,8 @@ mod tests {
         let mut bad = without("general.architecture");
         bad.push((
             "general.architecture".into(),
-            MetaValue::Str("llama".into()),
+            MetaValue::Str("gptj".into()),
         ));
-        assert!(err(&bad).contains("\"llama\""));
+        assert!(err(&bad).contains("\"gptj\""));
     }
 }
