@@ -274,7 +274,17 @@ pub(super) fn train_glitch(root: &Area) -> DrawResult {
     let Some(r) = recorded_or_note::<glitch::GlitchResults>(root, glitch::ID)? else {
         return Ok(());
     };
-    // One key for both panels: the right one draws the untied run in the same styles.
+    let body = legend_on_top(root, &glitch_keys(&r))?;
+    let (left, right) = body.split_horizontally(body.dim_in_pixel().0 / 2);
+    draw_glitch_norms(&left, &r)?;
+    match r.runs.iter().find(|g| !g.run.tie_word_embeddings) {
+        Some(g) => draw_glitch_histograms(&right, &r, g),
+        None => Ok(()),
+    }
+}
+
+/// One key for both panels: the right one draws the untied run in the same styles.
+fn glitch_keys(r: &glitch::GlitchResults) -> Vec<(Key, String)> {
     let mut keys = Vec::new();
     for g in &r.runs {
         let tied = g.run.tie_word_embeddings;
@@ -290,33 +300,38 @@ pub(super) fn train_glitch(root: &Area) -> DrawResult {
         }
     }
     keys.push((Key::Dashed(BLACK, 1), "weight decay alone".to_string()));
-    let body = legend_on_top(root, &keys)?;
-    let (left, right) = body.split_horizontally(body.dim_in_pixel().0 / 2);
+    keys
+}
+
+/// Run `g`'s probe `k` (0 absent, 1 present) per step, from its initial value.
+fn probe_curve(g: &glitch::GlitchRun, k: usize) -> Vec<(f64, f64)> {
+    let mut v: Vec<(f64, f64)> = g
+        .run
+        .initial_probe
+        .get(k)
+        .map(|&x| (0.0, f64::from(x)))
+        .into_iter()
+        .collect();
+    v.extend(
+        g.run
+            .log
+            .iter()
+            .filter_map(|s| s.probe.get(k).map(|&x| (s.step as f64, f64::from(x)))),
+    );
+    v
+}
+
+/// Left panel: the median row norm of either class per step, and weight decay alone.
+fn draw_glitch_norms(area: &Area, r: &glitch::GlitchResults) -> DrawResult {
     let runs: Vec<&RunRecord> = r.runs.iter().map(|g| &g.run).collect();
     let steps = runs.iter().map(|x| x.steps_done).max().unwrap_or(1).max(1) as f64;
-    let curve = |g: &glitch::GlitchRun, k: usize| -> Vec<(f64, f64)> {
-        let mut v: Vec<(f64, f64)> = g
-            .run
-            .initial_probe
-            .get(k)
-            .map(|&x| (0.0, f64::from(x)))
-            .into_iter()
-            .collect();
-        v.extend(
-            g.run
-                .log
-                .iter()
-                .filter_map(|s| s.probe.get(k).map(|&x| (s.step as f64, f64::from(x)))),
-        );
-        v
-    };
     let top = r
         .runs
         .iter()
-        .flat_map(|g| (0..2).flat_map(move |k| curve(g, k).into_iter().map(|p| p.1)))
+        .flat_map(|g| (0..2).flat_map(move |k| probe_curve(g, k).into_iter().map(|p| p.1)))
         .fold(0.0, f64::max)
         * 1.15;
-    let mut chart = plot(&left, "median input-embedding row norm", PANEL)
+    let mut chart = plot(area, "median input-embedding row norm", PANEL)
         .build_cartesian_2d(0f64..steps, 0f64..top.max(0.01))?;
     mesh(&mut chart).x_desc("step").y_desc("L2 norm").draw()?;
     for g in &r.runs {
@@ -324,13 +339,13 @@ pub(super) fn train_glitch(root: &Area) -> DrawResult {
             let color = COLORS[if k == 0 { 3 } else { 0 }];
             if g.run.tie_word_embeddings {
                 chart.draw_series(DashedLineSeries::new(
-                    curve(g, k),
+                    probe_curve(g, k),
                     5,
                     3,
                     color.stroke_width(1),
                 ))?;
             } else {
-                chart.draw_series(LineSeries::new(curve(g, k), color.stroke_width(2)))?;
+                chart.draw_series(LineSeries::new(probe_curve(g, k), color.stroke_width(2)))?;
             }
         }
     }
@@ -347,9 +362,15 @@ pub(super) fn train_glitch(root: &Area) -> DrawResult {
         chart.draw_series(DashedLineSeries::new(points, 2, 3, BLACK.stroke_width(1)))?;
     }
 
-    let Some(g) = r.runs.iter().find(|g| !g.run.tie_word_embeddings) else {
-        return Ok(());
-    };
+    Ok(())
+}
+
+/// Right panel: the untied run `g`'s final norms, a histogram per class.
+fn draw_glitch_histograms(
+    area: &Area,
+    r: &glitch::GlitchResults,
+    g: &glitch::GlitchRun,
+) -> DrawResult {
     let width = f64::from(glitch::HIST_HI - glitch::HIST_LO) / glitch::HIST_BINS as f64;
     let share = |h: &[usize]| -> Vec<(f64, f64)> {
         let total = h.iter().sum::<usize>().max(1) as f64;
@@ -372,7 +393,7 @@ pub(super) fn train_glitch(root: &Area) -> DrawResult {
         "untied run, final norms ({} absent tokens)",
         super::tick(&(r.absent_tokens as f64))
     );
-    let mut chart = plot(&right, &caption, PANEL).build_cartesian_2d(
+    let mut chart = plot(area, &caption, PANEL).build_cartesian_2d(
         (10f64.powf(f64::from(glitch::HIST_LO))..10f64.powf(f64::from(glitch::HIST_HI)))
             .log_scale(),
         0f64..peak.max(0.01),

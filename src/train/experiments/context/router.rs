@@ -5,8 +5,8 @@
 
 use super::super::ExperimentOptions;
 use super::shared::{
-    Machine, RunRecord, SEED, Sizes, base, compact_log, load_domains, log_every, options,
-    write_json,
+    Domains, Machine, RunRecord, SEED, Sizes, Trained, base, compact_log, load_domains, log_every,
+    options, write_json,
 };
 use crate::error::Result;
 use crate::train::trainer::{TrainState, train};
@@ -63,68 +63,7 @@ pub fn run(opts: &ExperimentOptions) -> Result<String> {
         (true, HIGH_LR),
         (true, LOW_LR),
     ] {
-        let mut o = options(
-            sizes.router_steps,
-            sizes.base_batch,
-            sizes.train_len,
-            lr,
-            SEED + 2,
-        );
-        o.eval_batches = sizes.eval_batches;
-        let mut state = TrainState::new(base.params.clone(), o.clone())?;
-        if frozen {
-            state.freeze_router();
-        }
-        let name = format!("zh-{}-lr{lr:e}", if frozen { "frozen" } else { "router" });
-        let scratch =
-            std::env::temp_dir().join(format!("llm-anatomy-router-{}-{name}", std::process::id()));
-        let run_start = Instant::now();
-        let mut evals = vec![(
-            0,
-            state.heldout_loss(&d.en_heldout)?,
-            state.heldout_loss(&d.zh_heldout)?,
-        )];
-        let mut logs = Vec::new();
-        while state.step < o.steps {
-            let until = (state.step + sizes.router_eval_every).min(o.steps);
-            let part = train(
-                &mut state,
-                &d.zh_train,
-                &d.zh_heldout,
-                &scratch,
-                until,
-                false,
-            )?;
-            // The trainer evaluates its own held-out stream (Chinese) at the segment's end.
-            let zh = match part.last().and_then(|l| l.heldout_loss) {
-                Some(v) => v,
-                None => state.heldout_loss(&d.zh_heldout)?,
-            };
-            evals.push((state.step, state.heldout_loss(&d.en_heldout)?, zh));
-            logs.extend(part);
-        }
-        let _ = std::fs::remove_dir_all(&scratch);
-        let final_max_load_ratio = logs
-            .last()
-            .map(|l| l.max_load_ratio.clone())
-            .unwrap_or_default();
-        runs.push(RouterRun {
-            record: RunRecord {
-                name,
-                domain: "zh".into(),
-                init_from: Some(base.record.name.clone()),
-                rope: base.record.rope.clone(),
-                frozen_router: frozen,
-                options: o.clone(),
-                train_wall_s: run_start.elapsed().as_secs_f64(),
-                from_cache: false,
-                log: compact_log(&logs, log_every(o.steps)),
-            },
-            lr,
-            frozen_router: frozen,
-            evals,
-            final_max_load_ratio,
-        });
+        runs.push(fine_tune(&sizes, &d, &base, frozen, lr)?);
     }
     let r = RouterResults {
         id: "train.finetune_router".into(),
@@ -136,6 +75,84 @@ pub fn run(opts: &ExperimentOptions) -> Result<String> {
         runs,
     };
     write_json(&opts.out.join("results.json"), &r)?;
+    Ok(summary(&r))
+}
+
+/// The base continued on the Chinese half at `lr`, its router `frozen` or trainable,
+/// with both domains' held-out losses every `router_eval_every` steps.
+fn fine_tune(
+    sizes: &Sizes,
+    d: &Domains,
+    base: &Trained,
+    frozen: bool,
+    lr: f64,
+) -> Result<RouterRun> {
+    let mut o = options(
+        sizes.router_steps,
+        sizes.base_batch,
+        sizes.train_len,
+        lr,
+        SEED + 2,
+    );
+    o.eval_batches = sizes.eval_batches;
+    let mut state = TrainState::new(base.params.clone(), o.clone())?;
+    if frozen {
+        state.freeze_router();
+    }
+    let name = format!("zh-{}-lr{lr:e}", if frozen { "frozen" } else { "router" });
+    let scratch =
+        std::env::temp_dir().join(format!("llm-anatomy-router-{}-{name}", std::process::id()));
+    let run_start = Instant::now();
+    let mut evals = vec![(
+        0,
+        state.heldout_loss(&d.en_heldout)?,
+        state.heldout_loss(&d.zh_heldout)?,
+    )];
+    let mut logs = Vec::new();
+    while state.step < o.steps {
+        let until = (state.step + sizes.router_eval_every).min(o.steps);
+        let part = train(
+            &mut state,
+            &d.zh_train,
+            &d.zh_heldout,
+            &scratch,
+            until,
+            false,
+        )?;
+        // The trainer evaluates its own held-out stream (Chinese) at the segment's end.
+        let zh = match part.last().and_then(|l| l.heldout_loss) {
+            Some(v) => v,
+            None => state.heldout_loss(&d.zh_heldout)?,
+        };
+        evals.push((state.step, state.heldout_loss(&d.en_heldout)?, zh));
+        logs.extend(part);
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    let final_max_load_ratio = logs
+        .last()
+        .map(|l| l.max_load_ratio.clone())
+        .unwrap_or_default();
+    Ok(RouterRun {
+        record: RunRecord {
+            name,
+            domain: "zh".into(),
+            init_from: Some(base.record.name.clone()),
+            rope: base.record.rope.clone(),
+            frozen_router: frozen,
+            options: o.clone(),
+            train_wall_s: run_start.elapsed().as_secs_f64(),
+            from_cache: false,
+            log: compact_log(&logs, log_every(o.steps)),
+        },
+        lr,
+        frozen_router: frozen,
+        evals,
+        final_max_load_ratio,
+    })
+}
+
+/// One line per fine-tune (held-out losses first → last), and the wall time.
+fn summary(r: &RouterResults) -> String {
     let mut s = String::new();
     for run in &r.runs {
         let (first, last) = (run.evals[0], run.evals[run.evals.len() - 1]);
@@ -153,5 +170,5 @@ pub fn run(opts: &ExperimentOptions) -> Result<String> {
             last.1
         );
     }
-    Ok(s + &format!("  wall time {:.0} s\n", r.wall_time_s))
+    s + &format!("  wall time {:.0} s\n", r.wall_time_s)
 }
