@@ -241,9 +241,31 @@ fn too_short(path: &Path, len: u64) -> Error {
 /// The most dimensions a tensor may have (PyTorch's limit).
 const MAX_RANK: usize = 64;
 
+/// One tensor of a safetensors header, in file order: its name, dtype and shape, and the
+/// byte range of its data in the whole file.
+pub type HeaderEntry = (String, TensorInfo, usize, usize);
+
 /// Parses and checks a safetensors file held in `bytes` (the whole file; `path` names it
 /// in errors). Returns each tensor with its absolute byte range inside `bytes`.
-pub fn parse_header(path: &Path, bytes: &[u8]) -> Result<Vec<(String, TensorInfo, usize, usize)>> {
+pub fn parse_header(path: &Path, bytes: &[u8]) -> Result<Vec<HeaderEntry>> {
+    let (obj, data_start) = header_json(path, bytes)?;
+    let data_len = bytes.len() - data_start;
+    let mut out = Vec::with_capacity(obj.len());
+    for (name, v) in &obj {
+        if name == "__metadata__" {
+            continue;
+        }
+        let (info, begin, end) = tensor_entry(path, name, v, data_len)?;
+        out.push((name.clone(), info, data_start + begin, data_start + end));
+    }
+    check_no_overlap(path, &out)?;
+    Ok(out)
+}
+
+/// The header's length checked against the format's limit and the file, and its JSON
+/// object read with every key kept (a name given twice is refused): the entries and
+/// where the data section starts.
+fn header_json(path: &Path, bytes: &[u8]) -> Result<(Vec<(String, Value)>, usize)> {
     let Some((len8, rest)) = bytes.split_first_chunk::<8>() else {
         return Err(too_short(path, bytes.len() as u64));
     };
@@ -280,74 +302,76 @@ pub fn parse_header(path: &Path, bytes: &[u8]) -> Result<Vec<(String, TensorInfo
             CheckpointProblem::Duplicate { first },
         ));
     }
-    let data_len = bytes.len() - data_start;
-    let mut out = Vec::with_capacity(obj.len());
-    for (name, v) in &obj {
-        if name == "__metadata__" {
-            continue;
-        }
-        let bad = |problem: String| tensor_error(path, name, CheckpointProblem::Malformed(problem));
-        let dtype_str = v
-            .get("dtype")
-            .and_then(Value::as_str)
-            .ok_or_else(|| bad("no `dtype` string".into()))?;
-        let dtype = Dtype::parse(dtype_str).ok_or_else(|| {
-            bad(format!(
-                "unknown dtype {}",
-                crate::error::excerpt(dtype_str)
-            ))
-        })?;
-        let dims = v
-            .get("shape")
-            .and_then(Value::as_array)
-            .ok_or_else(|| bad("no `shape` list".into()))?;
-        if dims.len() > MAX_RANK {
-            return Err(bad(format!(
-                "`shape` has {} dimensions; at most {MAX_RANK} are supported (as in PyTorch)",
-                dims.len()
-            )));
-        }
-        let shape = dims
-            .iter()
-            .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
-            .collect::<Option<Vec<usize>>>()
-            .ok_or_else(|| bad("`shape` must hold non-negative integers".into()))?;
-        let offsets = v
-            .get("data_offsets")
-            .and_then(Value::as_array)
-            .filter(|a| a.len() == 2)
-            .and_then(|a| Some((a[0].as_u64()?, a[1].as_u64()?)))
-            .ok_or_else(|| bad("`data_offsets` must be [begin, end]".into()))?;
-        // ANCHOR: data_offsets
-        let (begin, end) = offsets;
-        if begin > end || end > data_len as u64 {
-            return Err(tensor_error(
-                path,
-                name,
-                CheckpointProblem::Truncated(format!(
-                    "data_offsets [{begin}, {end}] lie outside the data section of {data_len} bytes"
-                )),
-            ));
-        }
-        let expected = shape
-            .iter()
-            .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d))
-            .ok_or_else(|| bad(format!("shape {shape:?} overflows")))?;
-        if (end - begin) as usize != expected {
-            return Err(bad(format!(
-                "data_offsets [{begin}, {end}] hold {} bytes, but {dtype} {shape:?} needs {expected}",
-                end - begin
-            )));
-        }
-        // ANCHOR_END: data_offsets
-        out.push((
-            name.clone(),
-            TensorInfo { dtype, shape },
-            data_start + begin as usize,
-            data_start + end as usize,
+    Ok((obj, data_start))
+}
+
+/// One tensor's dtype, shape and data offsets (relative to the data section of
+/// `data_len` bytes), checked against each other.
+fn tensor_entry(
+    path: &Path,
+    name: &str,
+    v: &Value,
+    data_len: usize,
+) -> Result<(TensorInfo, usize, usize)> {
+    let bad = |problem: String| tensor_error(path, name, CheckpointProblem::Malformed(problem));
+    let dtype_str = v
+        .get("dtype")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad("no `dtype` string".into()))?;
+    let dtype = Dtype::parse(dtype_str).ok_or_else(|| {
+        bad(format!(
+            "unknown dtype {}",
+            crate::error::excerpt(dtype_str)
+        ))
+    })?;
+    let dims = v
+        .get("shape")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad("no `shape` list".into()))?;
+    if dims.len() > MAX_RANK {
+        return Err(bad(format!(
+            "`shape` has {} dimensions; at most {MAX_RANK} are supported (as in PyTorch)",
+            dims.len()
+        )));
+    }
+    let shape = dims
+        .iter()
+        .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
+        .collect::<Option<Vec<usize>>>()
+        .ok_or_else(|| bad("`shape` must hold non-negative integers".into()))?;
+    let offsets = v
+        .get("data_offsets")
+        .and_then(Value::as_array)
+        .filter(|a| a.len() == 2)
+        .and_then(|a| Some((a[0].as_u64()?, a[1].as_u64()?)))
+        .ok_or_else(|| bad("`data_offsets` must be [begin, end]".into()))?;
+    // ANCHOR: data_offsets
+    let (begin, end) = offsets;
+    if begin > end || end > data_len as u64 {
+        return Err(tensor_error(
+            path,
+            name,
+            CheckpointProblem::Truncated(format!(
+                "data_offsets [{begin}, {end}] lie outside the data section of {data_len} bytes"
+            )),
         ));
     }
-    // No two tensors may share bytes (a lying header could alias them).
+    let expected = shape
+        .iter()
+        .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| bad(format!("shape {shape:?} overflows")))?;
+    if (end - begin) as usize != expected {
+        return Err(bad(format!(
+            "data_offsets [{begin}, {end}] hold {} bytes, but {dtype} {shape:?} needs {expected}",
+            end - begin
+        )));
+    }
+    // ANCHOR_END: data_offsets
+    Ok((TensorInfo { dtype, shape }, begin as usize, end as usize))
+}
+
+/// No two tensors may share bytes (a lying header could alias them).
+fn check_no_overlap(path: &Path, out: &[HeaderEntry]) -> Result<()> {
     let mut ranges: Vec<(usize, usize, &str)> = out
         .iter()
         .filter(|t| t.3 > t.2)
@@ -363,7 +387,7 @@ pub fn parse_header(path: &Path, bytes: &[u8]) -> Result<Vec<(String, TensorInfo
             ));
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 impl Checkpoint {

@@ -1,8 +1,8 @@
 //! GGUF metadata → config (`qwen3::gguf_config::config_from_metadata`): the metadata of
 //! a real config (Qwen3-30B-A3B's, with YaRN) with values replaced as the input says —
 //! NaN, ±inf, negatives, huge, fractional, of another type, removed. Nothing may panic;
-//! an accepted config has finite, positive norms and frequencies, and its RoPE tables
-//! initialise to finite values.
+//! an accepted config has a finite norm epsilon ≥ 0, and RoPE tables that initialise
+//! are finite.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use llm_anatomy::gguf::MetaValue;
@@ -64,7 +64,10 @@ fuzz_target!(|data: &[u8]| {
     // 0 is accepted, as transformers accepts it (a zero hidden state then gives NaN).
     assert!(c.rms_norm_eps.is_finite() && c.rms_norm_eps >= 0.0, "{}", c.rms_norm_eps);
     let positions = c.max_position_embeddings.min(1 << 16);
-    let init = c.rope.init(Some(positions)).expect("an accepted config initialises");
-    assert!(init.inv_freq.iter().all(|f| f.is_finite() && *f >= 0.0));
-    assert!(init.attention_factor.is_finite() && init.attention_factor > 0.0);
+    // The tables are checked when a model is built (`Model::new` initialises them first),
+    // so an error here is a refusal, not a finding; what initialises must be finite.
+    if let Ok(init) = c.rope.init(Some(positions)) {
+        assert!(init.inv_freq.iter().all(|f| f.is_finite() && *f >= 0.0));
+        assert!(init.attention_factor.is_finite() && init.attention_factor > 0.0);
+    }
 });
