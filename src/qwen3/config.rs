@@ -131,12 +131,8 @@ impl Qwen3Config {
         if gemma {
             check_gemma3_supported(&f)?;
         }
-        let rope_cfg = if gemma {
-            gemma3_global_rope_view(&f, cfg)?
-        } else {
-            None
-        };
-        let cfg = rope_cfg.as_ref().unwrap_or(cfg);
+        let gemma_view = gemma.then(|| gemma3_global_rope_view(&f, cfg));
+        let cfg = gemma_view.as_ref().unwrap_or(cfg);
         let f = Fields::new(what, cfg);
         let moe = model_type == "qwen3_moe";
         let qwen2 = model_type == "qwen2";
@@ -406,7 +402,7 @@ fn check_gemma3_supported(f: &Fields) -> Result<()> {
 /// A copy of a Gemma 3 config that RoPE reads as the global layers' rotation: `head_dim`
 /// filled in (Gemma3TextConfig's 256), `rope_theta` defaulted to its 10⁶, and a 5.x
 /// per-layer-type `rope_parameters` table replaced by its `full_attention` entry.
-fn gemma3_global_rope_view(f: &Fields, cfg: &Value) -> Result<Option<Value>> {
+fn gemma3_global_rope_view(f: &Fields, cfg: &Value) -> Value {
     let mut view = cfg.clone();
     let obj = view.as_object_mut().expect("checked to be an object");
     if f.get("head_dim").is_none() {
@@ -426,7 +422,7 @@ fn gemma3_global_rope_view(f: &Fields, cfg: &Value) -> Result<Option<Value>> {
     if !has_theta {
         obj.insert("rope_theta".into(), 1e6.into());
     }
-    Ok(Some(view))
+    view
 }
 
 /// Gemma 3's windows: every layer whose `layer_types` entry is `sliding_attention` (or, in
