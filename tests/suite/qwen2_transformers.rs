@@ -248,7 +248,7 @@ fn qwen2_defaults_follow_transformers_classes() {
     assert_eq!(c.num_experts, 0);
     assert!(c.attention_bias && !c.o_proj_bias && !c.qk_norm);
     let mut v = base.clone();
-    v["model_type"] = json!("llama");
+    v["model_type"] = json!("mistral");
     let err = parse(&v).unwrap_err().to_string();
     assert!(err.contains("model_type") && err.contains("qwen2"), "{err}");
 }
