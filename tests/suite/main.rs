@@ -27,6 +27,7 @@ mod gguf_tokenizer;
 mod grad_bad_input;
 mod grad_blocks;
 mod grad_transformers;
+mod house;
 mod kernel_dispatch;
 mod layering;
 mod long_context;
