@@ -118,9 +118,9 @@ pub struct DecayProfile {
     pub rope_base: f64,
 }
 
-// ANCHOR: decay
 /// Averages `q_t·k_{t−τ}/√d` over every query head (with the key head it shares), every
 /// query position with `t ≥ τ`, and the windows of ids, for `τ < taus`.
+// ANCHOR: decay
 pub fn decay_profile(model: &Model, windows: &[Vec<u32>], taus: usize) -> Result<DecayProfile> {
     let c = &model.config;
     let (d, group) = (c.head_dim, c.num_attention_heads / c.num_key_value_heads);
