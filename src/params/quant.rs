@@ -17,6 +17,7 @@ use crate::error::{Result, read_json};
 use crate::quant::GgmlType;
 use crate::quant::mix::{FileType, MixContext, TensorRole, choose_type};
 use serde::Serialize;
+use serde_json::Value;
 use std::path::Path;
 
 /// One tensor of the GGUF file a config implies.
@@ -303,9 +304,14 @@ fn read_per_token(c: &ModelConfig, t: &PlannedTensor) -> u64 {
 /// Reads a config.json and estimates it under `scheme` at its `max_position_embeddings`.
 pub fn estimate_file(path: &Path, scheme: FileType) -> Result<QuantEstimate> {
     let v = read_json(path)?;
-    let what = path.display().to_string();
-    let c = ModelConfig::from_json(&v, &what)?;
-    let fields = crate::json::Fields::new(&what, &v);
+    estimate_json(&v, &path.display().to_string(), scheme)
+}
+
+/// [`estimate_file`] of a config already parsed; `what` names it in errors.
+pub fn estimate_json(v: &Value, what: &str, scheme: FileType) -> Result<QuantEstimate> {
+    let what = what.to_string();
+    let c = ModelConfig::from_json(v, &what)?;
+    let fields = crate::json::Fields::new(&what, v);
     let context = fields.opt_u64("max_position_embeddings")?.ok_or_else(|| {
         fields.error(
             "max_position_embeddings",

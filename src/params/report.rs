@@ -242,11 +242,17 @@ pub struct ConfigReport {
 /// Reads a config.json, counts it and answers the three questions.
 pub fn config_report_file(path: &Path) -> Result<ConfigReport> {
     let v = read_json(path)?;
-    let what = path.display().to_string();
-    let c = ModelConfig::from_json(&v, &what)?;
+    config_report_json(&v, &path.display().to_string())
+}
+
+/// [`config_report_file`] of a config already parsed (also the config.json the engine
+/// writes for a GGUF file's metadata); `what` names it in errors.
+pub fn config_report_json(v: &Value, what: &str) -> Result<ConfigReport> {
+    let what = what.to_string();
+    let c = ModelConfig::from_json(v, &what)?;
     Ok(ConfigReport {
         params: count(&c),
-        architecture: architecture(&v, &what)?,
+        architecture: architecture(v, &what)?,
     })
 }
 

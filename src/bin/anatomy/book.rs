@@ -60,7 +60,7 @@ pub fn figures(args: FiguresArgs) -> anyhow::Result<()> {
 
 #[derive(clap::Args)]
 pub struct ParamsArgs {
-    /// A Hugging Face config.json.
+    /// A Hugging Face config.json, or a GGUF file (its metadata).
     config: PathBuf,
     /// The report as one JSON object.
     #[arg(long)]
@@ -76,10 +76,19 @@ pub fn params(args: ParamsArgs) -> anyhow::Result<()> {
     use llm_anatomy::params::quant as q;
     use llm_anatomy::params::report;
     let config = &args.config;
-    let report = report::config_report_file(config)?;
+    let what = config.display().to_string();
+    // A GGUF file's metadata, read as the engine reads it, as the config.json it implies.
+    let json = if llm_anatomy::qwen3::is_gguf(config) {
+        let gguf = llm_anatomy::gguf::Gguf::open(config)?;
+        let cfg = llm_anatomy::qwen3::gguf_config::config_from_gguf(&gguf)?;
+        llm_anatomy::train::params::config_json(&cfg)?
+    } else {
+        llm_anatomy::error::read_json(config)?
+    };
+    let report = report::config_report_json(&json, &what)?;
     let estimate = args
         .quant
-        .map(|s| q::estimate_file(config, s))
+        .map(|s| q::estimate_json(&json, &what, s))
         .transpose()?;
     if args.json {
         let mut value = serde_json::to_value(&report)?;
