@@ -445,7 +445,7 @@ fn attention_layer_backward(
 ) -> Vec<f32> {
     let c = &p.config;
     let (tape, lw) = (&f.layers[l], &f.views.layers[l]);
-    let (h, qd, kvd, d) = (c.hidden_size, c.q_dim(), c.kv_dim(), c.head_dim);
+    let (h, qd, kvd) = (c.hidden_size, c.q_dim(), c.kv_dim());
     let n = dy.len() / h;
     let o = lw.o_proj;
     let mut d_attn = vec![0.0f32; n * qd];
@@ -482,11 +482,39 @@ fn attention_layer_backward(
             &mut dv[kv],
         );
     }
-    // RoPE, then q_norm / k_norm, backwards, head by head.
+    qk_backward(p, f, l, &mut dq, &mut dk, g);
+    let mut dxn = vec![0.0f32; n * h];
+    for (w, b, grad) in [
+        (lw.q_proj, lw.q_bias, &dq),
+        (lw.k_proj, lw.k_bias, &dk),
+        (lw.v_proj, lw.v_bias, &dv),
+    ] {
+        linear_backward(
+            w.data(p),
+            w.rows,
+            h,
+            &tape.xn1,
+            grad,
+            Some(&mut dxn),
+            w.grad(g),
+        );
+        if let Some(b) = b {
+            bias_backward(grad, b.grad(g));
+        }
+    }
+    dxn
+}
+
+/// RoPE, then q_norm / k_norm, backwards, head by head: turns ∂/∂(rotated q, k) in `dq`,
+/// `dk` into ∂/∂(projected q, k) and adds the norms' gradients.
+fn qk_backward(p: &Params, f: &Forward, l: usize, dq: &mut [f32], dk: &mut [f32], g: &mut Grads) {
+    let (tape, lw) = (&f.layers[l], &f.views.layers[l]);
+    let d = p.config.head_dim;
+    let n = f.x_last.len() / p.config.hidden_size;
     let positions: Vec<usize> = f.seqs.iter().flat_map(|&(_, t)| 0..t).collect();
     for (grad, raw, factors, norm) in [
-        (&mut dq, &tape.q_raw, &tape.q_r, lw.q_norm),
-        (&mut dk, &tape.k_raw, &tape.k_r, lw.k_norm),
+        (dq, &tape.q_raw, &tape.q_r, lw.q_norm),
+        (dk, &tape.k_raw, &tape.k_r, lw.k_norm),
     ] {
         let width = raw.len() / n;
         let mut dnorm = vec![0.0f32; d];
@@ -515,24 +543,4 @@ fn attention_layer_backward(
             add_into(w.grad(g), &dnorm);
         }
     }
-    let mut dxn = vec![0.0f32; n * h];
-    for (w, b, grad) in [
-        (lw.q_proj, lw.q_bias, &dq),
-        (lw.k_proj, lw.k_bias, &dk),
-        (lw.v_proj, lw.v_bias, &dv),
-    ] {
-        linear_backward(
-            w.data(p),
-            w.rows,
-            h,
-            &tape.xn1,
-            grad,
-            Some(&mut dxn),
-            w.grad(g),
-        );
-        if let Some(b) = b {
-            bias_backward(grad, b.grad(g));
-        }
-    }
-    dxn
 }
