@@ -21,14 +21,16 @@ pub enum Family {
     Olmoe,
     DeepseekV2,
     DeepseekV3,
+    /// Gemma 3's text model: q/k norms, norms before and after attention and the FFN.
+    Gemma3,
 }
 
 /// transformers' value for a config whose `num_key_value_heads` is absent (`key_absent`)
-/// or null: Qwen3MoeConfig's default is 4, Qwen2Config's 32 when the key is absent; the
+/// or null: Qwen3MoeConfig's and Gemma3TextConfig's default is 4, Qwen2Config's 32 when the key is absent; the
 /// other families take every query head. The engine and `anatomy params` both read it here.
 pub fn default_kv_heads(model_type: &str, key_absent: bool, heads: u64) -> u64 {
     match model_type {
-        "qwen3_moe" => 4,
+        "qwen3_moe" | "gemma3_text" | "gemma3" => 4,
         "qwen2" if key_absent => 32,
         _ => heads,
     }
@@ -45,6 +47,8 @@ impl Family {
         ("olmoe", Family::Olmoe),
         ("deepseek_v2", Family::DeepseekV2),
         ("deepseek_v3", Family::DeepseekV3),
+        ("gemma3_text", Family::Gemma3),
+        ("gemma3", Family::Gemma3),
     ];
 }
 
@@ -171,6 +175,7 @@ impl ModelConfig {
             (Some(0), _) => return Err(Error::field(what, "head_dim", "must be positive")),
             (Some(d), _) => d,
             (None, Family::Qwen3) => 128,
+            (None, Family::Gemma3) => 256,
             (None, _) => {
                 if !hidden_size.is_multiple_of(heads) {
                     return Err(Error::field(
@@ -189,7 +194,7 @@ impl ModelConfig {
             _ => (attention_bias, attention_bias),
         };
         let qk_norm = match family {
-            Family::Qwen3 | Family::Qwen3Moe => QkNorm::PerHead,
+            Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 => QkNorm::PerHead,
             Family::Olmoe => QkNorm::Full,
             _ => QkNorm::None,
         };
@@ -309,7 +314,9 @@ impl ModelConfig {
             num_key_value_heads: kv_heads,
             head_dim,
             intermediate_size,
-            tie_word_embeddings: r.opt_bool("tie_word_embeddings")?.unwrap_or(false),
+            tie_word_embeddings: r
+                .opt_bool("tie_word_embeddings")?
+                .unwrap_or(family == Family::Gemma3),
             qkv_bias,
             o_bias,
             mlp_bias: matches!(family, Family::Llama | Family::DeepseekV2)

@@ -179,7 +179,9 @@ pub fn layer_is_moe(c: &ModelConfig, l: u64) -> bool {
 pub fn layer_params(c: &ModelConfig, l: u64) -> LayerCount {
     let h = c.hidden_size;
     let (attention, attn_norms) = attention_params(c);
-    let norms = 2 * h + attn_norms; // input_layernorm + post_attention_layernorm
+    // input_layernorm + post_attention_layernorm; Gemma 3 adds pre/post-feedforward norms.
+    let sandwich = if c.family == Family::Gemma3 { 2 * h } else { 0 };
+    let norms = 2 * h + sandwich + attn_norms;
     let mut ffn = FfnDetail::default();
     let ffn_active;
     let is_moe = layer_is_moe(c, l);

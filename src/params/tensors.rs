@@ -32,6 +32,10 @@ pub fn layer_tensors(c: &ModelConfig, l: u64) -> Vec<ParamTensor> {
         tensor("input_layernorm.weight", &[h], 1),
         tensor("post_attention_layernorm.weight", &[h], 1),
     ];
+    if c.family == super::Family::Gemma3 {
+        v.push(tensor("pre_feedforward_layernorm.weight", &[h], 1));
+        v.push(tensor("post_feedforward_layernorm.weight", &[h], 1));
+    }
     match c.mla {
         Some(m) => mla_attention(c, &m, &mut v),
         None => attention(c, &mut v),

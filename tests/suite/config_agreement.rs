@@ -261,3 +261,28 @@ fn real_gguf_configs_read() {
     assert_eq!(global, [5, 11, 17]);
     assert_eq!((g.head_dim, g.sliding_window[0]), (256, Some(512)));
 }
+
+/// `anatomy params` of a real GGUF file counts what the file holds: the parameters it
+/// computes from the metadata equal the elements of the tensors llama.cpp's converter wrote
+/// (both files tie the head, so each embedding is stored and counted once).
+#[test]
+fn params_of_real_gguf_count_the_files_tensors() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/real-models");
+    for file in ["smollm2-135m-instruct-q4_1.gguf", "gemma3-270m-q4_k_m.gguf"] {
+        let path = dir.join(file);
+        if !path.is_file() {
+            eprintln!("skipped {file}: run `bash scripts/get-real-models.sh`");
+            continue;
+        }
+        let gguf = llm_anatomy::gguf::Gguf::open(&path).unwrap();
+        let stored: u64 = gguf
+            .tensors()
+            .iter()
+            .map(|t| t.dims.iter().product::<u64>())
+            .sum();
+        let cfg = llm_anatomy::qwen3::gguf_config::config_from_gguf(&gguf).unwrap();
+        let json = llm_anatomy::train::params::config_json(&cfg).unwrap();
+        let report = llm_anatomy::params::report::config_report_json(&json, file).unwrap();
+        assert_eq!(report.params.total, stored, "{file}");
+    }
+}
