@@ -54,7 +54,7 @@ pub fn real_sinks() -> crate::Result<Vec<RealSink>> {
         let s = &doc["sink"];
         let int = |f: &str| {
             s[f].as_u64()
-                .ok_or_else(|| crate::Error::field(&what, &format!("sink.{f}"), "not a count"))
+                .ok_or_else(|| crate::Error::field(&what, format!("sink.{f}"), "not a count"))
         };
         out.push(RealSink {
             model,
@@ -186,9 +186,16 @@ fn real_decay() -> Outcome {
     super::outcome(fractions[0], parts.join("; "), ok, note)
 }
 
-/// The repetition test's results on SmolLM2: (candidates' p(repeat), control's p(repeat),
-/// the lowest-norm pieces, threshold).
-fn undertrained() -> crate::Result<(Vec<f64>, Vec<f64>, Vec<String>, f64)> {
+/// The repetition test's results on SmolLM2: candidates' and random controls' p(repeat),
+/// the lowest-norm pieces and the threshold.
+struct Undertrained {
+    cand: Vec<f64>,
+    control: Vec<f64>,
+    pieces: Vec<String>,
+    threshold: f64,
+}
+
+fn undertrained() -> crate::Result<Undertrained> {
     let doc = evidence("undertrained-smollm2")?;
     let what = "data/real/evidence-hf-undertrained-smollm2.json";
     let ps = |field: &str| -> crate::Result<Vec<f64>> {
@@ -209,7 +216,12 @@ fn undertrained() -> crate::Result<(Vec<f64>, Vec<f64>, Vec<String>, f64)> {
     let threshold = doc["threshold"]
         .as_f64()
         .ok_or_else(|| crate::Error::field(what, "threshold", "not a number"))?;
-    Ok((ps("candidates")?, ps("control")?, pieces, threshold))
+    Ok(Undertrained {
+        cand: ps("candidates")?,
+        control: ps("control")?,
+        pieces,
+        threshold,
+    })
 }
 
 fn failing(ps: &[f64], threshold: f64) -> f64 {
@@ -219,7 +231,12 @@ fn failing(ps: &[f64], threshold: f64) -> f64 {
 /// Under-trained tokens are verified only where the repetition test separates: when random
 /// tokens fail it about as often as the candidates, a failure says nothing about training.
 fn real_undertrained() -> Outcome {
-    let (cand, control, pieces, threshold) = match undertrained() {
+    let Undertrained {
+        cand,
+        control,
+        pieces,
+        threshold,
+    } = match undertrained() {
         Ok(u) => u,
         Err(e) => return missing(&e),
     };
@@ -252,7 +269,12 @@ fn real_undertrained() -> Outcome {
 
 /// The norm screen's precision against the repetition test, beside the base rate.
 fn real_glitch_norm_screen() -> Outcome {
-    let (cand, control, pieces, threshold) = match undertrained() {
+    let Undertrained {
+        cand,
+        control,
+        pieces,
+        threshold,
+    } = match undertrained() {
         Ok(u) => u,
         Err(e) => return missing(&e),
     };
