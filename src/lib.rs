@@ -48,6 +48,7 @@ pub mod position;
 pub mod quant;
 pub mod qwen3;
 pub mod rand;
+pub mod serve;
 pub mod tokenizer;
 pub mod train;
 

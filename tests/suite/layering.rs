@@ -31,6 +31,7 @@ const FLOORS: &[(&str, usize)] = &[
     ("claims", 3),
     ("figures", 3),
     ("bench", 3),
+    ("serve", 3),
 ];
 
 const MAX_LINES: usize = 800;
