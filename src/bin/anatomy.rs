@@ -15,6 +15,8 @@ mod grad;
 mod model;
 #[path = "anatomy/quantize.rs"]
 mod quantize;
+#[path = "anatomy/serve.rs"]
+mod serve;
 #[path = "anatomy/text.rs"]
 mod text;
 #[path = "anatomy/train.rs"]
@@ -75,6 +77,8 @@ enum Command {
     /// Stream a Hugging Face checkpoint into a GGUF file llama.cpp loads, quantised with
     /// llama.cpp's per-tensor type mix for the file type.
     Quantize(quantize::QuantizeArgs),
+    /// Serve MODEL over an OpenAI-compatible HTTP API with a chat page at `/`.
+    Serve(serve::ServeArgs),
 }
 
 /// Errors from the library are the user's input unless the library says otherwise.
@@ -148,5 +152,6 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Train(args) => train::run(*args),
         Command::Experiments(args) => experiments::run(*args),
         Command::Quantize(args) => quantize::run(args),
+        Command::Serve(args) => serve::run(args),
     }
 }
