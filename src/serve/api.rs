@@ -200,7 +200,7 @@ fn sampling(f: Fields) -> Result<Sampling, ApiError> {
     };
     match temperature {
         None => Ok(Sampling::Greedy),
-        Some(t) if t == 0.0 => Ok(Sampling::Greedy),
+        Some(0.0) => Ok(Sampling::Greedy),
         Some(t) if t.is_finite() && t > 0.0 && t <= 2.0 => Ok(Sampling::TopP {
             temperature: t as f32,
             top_p: top_p as f32,
