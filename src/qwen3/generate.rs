@@ -315,6 +315,45 @@ pub fn model_tokenizer(dir: &Path) -> Result<Tokenizer> {
     }
 }
 
+/// A GGUF file's tokenizer and the ids of `text` as llama.cpp tokenizes a prompt (BOS first
+/// when the file's `add_bos_token` says so, control tokens parsed). With `chat`, `text` is
+/// first one user turn followed by the assistant's header ([`gguf_chat`]).
+pub fn gguf_prompt(file: &Path, text: &str, chat: bool) -> Result<(Tokenizer, Vec<u32>)> {
+    let (vocab, prompt) = if chat {
+        let opts = crate::chat::ChatOptions {
+            add_generation_prompt: true,
+            enable_thinking: None,
+        };
+        gguf_chat(file, &[crate::chat::Message::new("user", text)], &opts)?
+    } else {
+        (crate::tokenizer::gguf_vocab::open(file)?, text.to_string())
+    };
+    let ids = vocab.encode(&prompt, true, true)?;
+    Ok((vocab.tokenizer, ids))
+}
+
+/// A GGUF file's tokenizer and `messages` in its chat template: the hand-written Qwen3
+/// template for Qwen files (the one chapter 8 teaches), else the file's own
+/// `tokenizer.chat_template` ([`crate::chat::jinja`], where `enable_thinking` has no say).
+pub fn gguf_chat(
+    file: &Path,
+    messages: &[crate::chat::Message],
+    opts: &crate::chat::ChatOptions,
+) -> Result<(crate::tokenizer::gguf_vocab::GgufVocab, String)> {
+    let gguf = crate::gguf::Gguf::open(file)?;
+    let vocab = crate::tokenizer::gguf_vocab::tokenizer_from_gguf(&gguf)?;
+    let text = match gguf.get_str("general.architecture")? {
+        Some(arch) if arch.starts_with("qwen") => crate::chat::render(messages, &[], opts)?,
+        _ => crate::chat::jinja::render_gguf_chat(
+            file,
+            &vocab,
+            messages,
+            opts.add_generation_prompt,
+        )?,
+    };
+    Ok((vocab, text))
+}
+
 /// The prompt of a [`TextRequest`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Prompt<'a> {
@@ -367,6 +406,10 @@ impl TextRequest<'_> {
                     .map(|_| model_tokenizer(model_dir))
                     .transpose()?;
                 (tok, parse_id_ranges(list)?)
+            }
+            Prompt::Text { text, chat } if crate::qwen3::is_gguf(model_dir) => {
+                let (tok, ids) = gguf_prompt(model_dir, text, chat)?;
+                (Some(tok), ids)
             }
             Prompt::Text { text, chat } => {
                 let tok = model_tokenizer(model_dir)?;

@@ -145,6 +145,10 @@ pub struct ChatTemplateArgs {
     /// false pre-fills an empty think block; omitted = not passed to the template.
     #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
     enable_thinking: Option<bool>,
+    /// A .gguf file whose own chat template renders the messages (Qwen files: the
+    /// hand-written Qwen3 template; omitted: the Qwen3 template).
+    #[arg(long)]
+    model: Option<PathBuf>,
 }
 
 pub fn chat_template(args: ChatTemplateArgs) -> anyhow::Result<()> {
@@ -153,6 +157,12 @@ pub fn chat_template(args: ChatTemplateArgs) -> anyhow::Result<()> {
         add_generation_prompt: args.add_generation_prompt,
         enable_thinking: args.enable_thinking,
     };
-    print!("{}", conversation.render(&opts)?);
+    match args.model {
+        Some(file) => {
+            let (_, text) = qwen3::generate::gguf_chat(&file, &conversation.messages, &opts)?;
+            print!("{text}");
+        }
+        None => print!("{}", conversation.render(&opts)?),
+    }
     Ok(())
 }
