@@ -7,7 +7,8 @@
 //!   user, multi-turn, a closed conversation, non-ASCII, empty content, with and without the
 //!   generation prompt;
 //! - Gemma 3 270M (a base model) carries no template: asking for one is an error naming
-//!   the key; its prompts start with its BOS, as the file's `add_bos_token` says;
+//!   the key; its prompts (`generate`, `anatomy tokenize`) start with its BOS, as the
+//!   file's `add_bos_token` says;
 //! - `generate --chat` on SmolLM2, greedy: the prompt's ids equal llama.cpp's on the same
 //!   file (stored by the generator); the answer follows llama.cpp's greedy one up to the
 //!   first near tie (llama.cpp's pick within 1/127 of the logit scale of ours — its 8-bit
@@ -94,6 +95,19 @@ fn gemma3_has_no_template_and_prompts_start_with_its_bos() {
     let (_, ids) = gguf_prompt(&path, "The sky is", false).unwrap();
     assert_eq!(ids.first().copied(), vocab.bos);
     assert_eq!(&ids[1..], vocab.encode("The sky is", false, true).unwrap());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_anatomy"))
+        .args(["tokenize", "--json", "--vocab"])
+        .arg(&path)
+        .arg("The sky is")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(ids_of(&v["ids"]), ids, "anatomy tokenize");
 }
 
 /// The ids of a JSON array.

@@ -38,7 +38,14 @@ pub struct TokenizeArgs {
 pub fn tokenize(args: TokenizeArgs) -> anyhow::Result<()> {
     let mut tok = vocab_or_default(args.vocab.as_deref(), None)?;
     tok.nfc = (tok.nfc || args.nfc) && !args.no_nfc;
-    let ids = tok.encode(&args.text)?;
+    let mut ids = tok.encode(&args.text)?;
+    // A GGUF file that says `add_bos_token` gets its BOS first, as llama.cpp tokenizes.
+    if let Some(file) = args.vocab.as_deref().filter(|p| qwen3::is_gguf(p)) {
+        let vocab = tokenizer::gguf_vocab::open(file)?;
+        if let Some(bos) = vocab.bos.filter(|_| vocab.add_bos) {
+            ids.insert(0, bos);
+        }
+    }
     if args.json {
         println!("{}", serde_json::json!({ "ids": ids }));
     } else {
