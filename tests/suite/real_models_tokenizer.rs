@@ -133,10 +133,10 @@ fn thinking_budget_names_the_missing_tag() {
             return;
         };
         let v = gguf_vocab::open(&path).expect("reads");
-        let e = ThinkingBudget::for_tokenizer(16, &v.tokenizer)
-            .err()
-            .expect("no <think> token")
-            .to_string();
+        let e = match ThinkingBudget::for_tokenizer(16, &v.tokenizer) {
+            Ok(_) => panic!("{file}: a budget without a <think> token"),
+            Err(e) => e.to_string(),
+        };
         assert!(e.contains("<think>") && e.contains(file), "{e}");
     }
 }
