@@ -107,9 +107,9 @@ fn paths() -> Vec<Path> {
 
 /// Whether `policy` is what `asked` wanted (the CPU may lack a path: then it is skipped).
 fn granted(policy: &Policy, asked: &Switches) -> bool {
-    policy.avx512() == !asked.no_avx512
+    policy.avx512() != asked.no_avx512
         && (asked.quant_activations != QuantActs::All
-            || policy.vnni() == !(asked.no_vnni || asked.no_avx512))
+            || policy.vnni() != (asked.no_vnni || asked.no_avx512))
         && policy.bf16() == asked.bf16_activations
 }
 
