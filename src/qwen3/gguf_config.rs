@@ -597,10 +597,7 @@ mod tests {
             "{e}"
         );
         let mut bad = without("general.architecture");
-        bad.push((
-            "general.architecture".into(),
-            MetaValue::Str("gptj".into()),
-        ));
+        bad.push(("general.architecture".into(), MetaValue::Str("gptj".into())));
         assert!(err(&bad).contains("\"gptj\""));
     }
 }

@@ -288,10 +288,7 @@ fn malformed_metadata_is_an_error_naming_the_key() {
             Box::new(|m| set(m, MODEL_KEY, Some(s("none")))),
             "no vocabulary",
         ),
-        (
-            Box::new(|m| set(m, MODEL_KEY, Some(s("bert")))),
-            "\"gpt2\"",
-        ),
+        (Box::new(|m| set(m, MODEL_KEY, Some(s("bert")))), "\"gpt2\""),
         // A SentencePiece vocabulary needs its scores.
         (
             Box::new(|m| set(m, MODEL_KEY, Some(s("llama")))),

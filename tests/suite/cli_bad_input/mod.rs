@@ -913,5 +913,4 @@ fn messages_say_what_is_wrong_and_stay_short() {
     );
 }
 
-
 mod gguf;
