@@ -46,6 +46,7 @@ mod real_models_chat;
 mod real_models_logits;
 mod real_models_tokenizer;
 mod rope_transformers;
+mod serve;
 mod tokenizer;
 mod train_backward;
 mod train_checkpoint;

@@ -1,0 +1,371 @@
+//! `anatomy serve` over the wire: a server on a free loopback port, spoken to in plain
+//! HTTP/1.1 over a `TcpStream`. Greedy answers must equal `anatomy generate --chat` token
+//! for token, streamed text must equal the whole answer, bad requests must get OpenAI-shaped
+//! 4xx errors, and a client that leaves mid-stream must not stop the next one.
+
+use crate::common::{anatomy, ids};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const MODEL: &str = "data/anatomy-moe";
+const PROMPT: &str = "Hello";
+const NEW_TOKENS: usize = 8;
+
+/// A running server; dropping it kills the process.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start() -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_anatomy"))
+            .args(["serve", MODEL, "--port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start anatomy serve");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read the listening line");
+        let mut server = Server { child, port: 0 };
+        server.port = line
+            .trim()
+            .trim_end_matches('/')
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        server
+    }
+
+    fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        s
+    }
+
+    /// One request on its own connection; returns (status, body with chunking undone).
+    fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+        let mut s = self.connect();
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        // The server may answer (413) before it has read a large body: write from another
+        // thread and read the answer here, so an early close cannot lose the answer.
+        let mut writer = s.try_clone().unwrap();
+        let body = body.to_vec();
+        let sender = std::thread::spawn(move || {
+            let _ = writer.write_all(&body);
+        });
+        let mut raw = Vec::new();
+        let _ = s.read_to_end(&mut raw);
+        sender.join().unwrap();
+        parse_response(&raw)
+    }
+
+    fn post(&self, path: &str, body: &Value) -> (u16, String) {
+        self.request("POST", path, body.to_string().as_bytes())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Status and body of a whole HTTP/1.1 response (chunked or not).
+fn parse_response(raw: &[u8]) -> (u16, String) {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(raw)));
+    let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status code");
+    let mut body = &raw[split + 4..];
+    if !head.contains("transfer-encoding: chunked") {
+        return (status, String::from_utf8(body.to_vec()).unwrap());
+    }
+    let mut out = Vec::new();
+    loop {
+        let eol = body
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("chunk size");
+        let size_text = std::str::from_utf8(&body[..eol]).unwrap();
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16).unwrap();
+        if size == 0 {
+            break;
+        }
+        out.extend_from_slice(&body[eol + 2..eol + 2 + size]);
+        body = &body[eol + 2 + size + 2..];
+    }
+    (status, String::from_utf8(out).unwrap())
+}
+
+fn chat_body(extra: Value) -> Value {
+    let mut body = json!({
+        "model": "anatomy-moe",
+        "messages": [{"role": "user", "content": PROMPT}],
+        "max_tokens": NEW_TOKENS,
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    body
+}
+
+/// `anatomy generate --chat` on the same prompt: (ids, text).
+fn generated() -> (Vec<u32>, String) {
+    let n = NEW_TOKENS.to_string();
+    let out = anatomy(&[
+        "generate",
+        MODEL,
+        "--chat",
+        "--prompt",
+        PROMPT,
+        "--max-new-tokens",
+        &n,
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (ids(&v["ids"]), v["text"].as_str().unwrap().to_string())
+}
+
+fn json_ok(status: u16, body: &str) -> Value {
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(body).unwrap()
+}
+
+/// The `data:` payloads of a server-sent event stream.
+fn events(body: &str) -> Vec<&str> {
+    body.split("\n\n")
+        .filter_map(|e| e.trim().strip_prefix("data: "))
+        .collect()
+}
+
+/// A streamed chat answer's text (reasoning and content concatenated) and its chunks.
+fn streamed_text(body: &str) -> (String, Vec<Value>) {
+    let data = events(body);
+    assert_eq!(data.last(), Some(&"[DONE]"), "{body}");
+    let chunks: Vec<Value> = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let mut text = String::new();
+    for c in &chunks {
+        for key in ["reasoning_content", "content"] {
+            text.push_str(c["choices"][0]["delta"][key].as_str().unwrap_or(""));
+        }
+    }
+    (text, chunks)
+}
+
+fn whole_text(v: &Value) -> String {
+    let m = &v["choices"][0]["message"];
+    format!(
+        "{}{}",
+        m["reasoning_content"].as_str().unwrap_or(""),
+        m["content"].as_str().unwrap()
+    )
+}
+
+#[test]
+fn models_lists_the_served_model() {
+    let server = Server::start();
+    let (status, body) = server.request("GET", "/v1/models", b"");
+    let v = json_ok(status, &body);
+    assert_eq!(v["object"], "list");
+    let data = v["data"].as_array().unwrap();
+    assert_eq!(data.len(), 1);
+    assert_eq!(data[0]["id"], "anatomy-moe");
+    assert_eq!(data[0]["object"], "model");
+}
+
+#[test]
+fn greedy_chat_equals_generate_token_for_token() {
+    let (want_ids, want_text) = generated();
+    let server = Server::start();
+    let (status, body) = server.post("/v1/chat/completions", &chat_body(json!({"anatomy": true})));
+    let v = json_ok(status, &body);
+    let got_ids: Vec<u32> = v["anatomy"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_u64().unwrap() as u32)
+        .collect();
+    assert_eq!(got_ids, want_ids);
+    assert_eq!(whole_text(&v), want_text);
+    assert_eq!(v["usage"]["completion_tokens"], want_ids.len());
+}
+
+#[test]
+fn stream_gives_the_same_text_and_ends_in_done() {
+    let server = Server::start();
+    let (status, body) = server.post("/v1/chat/completions", &chat_body(json!({})));
+    let whole = whole_text(&json_ok(status, &body));
+    let (status, body) = server.post("/v1/chat/completions", &chat_body(json!({"stream": true})));
+    assert_eq!(status, 200, "{body}");
+    let (text, chunks) = streamed_text(&body);
+    assert_eq!(text, whole);
+    assert!(
+        chunks
+            .iter()
+            .all(|c| c["object"] == "chat.completion.chunk")
+    );
+    let last = chunks.last().unwrap();
+    assert_eq!(last["choices"][0]["finish_reason"], "length");
+}
+
+/// Each anatomy frame carries, for every layer, the router's experts with weights that
+/// sum to one and an attention share on the first token, and a top-5 in falling order.
+#[test]
+fn anatomy_frames_carry_per_layer_data() {
+    let server = Server::start();
+    let (status, body) = server.request("GET", "/v1/models", b"");
+    let model = json_ok(status, &body);
+    let layers = model["data"][0]["layers"].as_u64().unwrap() as usize;
+    let experts = model["data"][0]["experts"].as_u64().unwrap();
+    let request = chat_body(json!({"stream": true, "anatomy": true}));
+    let (status, body) = server.post("/v1/chat/completions", &request);
+    assert_eq!(status, 200, "{body}");
+    let (_, chunks) = streamed_text(&body);
+    let frames: Vec<&Value> = chunks.iter().filter_map(|c| c.get("anatomy")).collect();
+    assert_eq!(frames.len(), NEW_TOKENS);
+    for f in frames {
+        let per_layer = f["layers"].as_array().unwrap();
+        assert_eq!(per_layer.len(), layers);
+        for l in per_layer {
+            let chosen = l["experts"].as_array().unwrap();
+            assert!(!chosen.is_empty());
+            assert!(chosen.iter().all(|e| e.as_u64().unwrap() < experts));
+            let weights: Vec<f64> = l["weights"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w.as_f64().unwrap())
+                .collect();
+            assert_eq!(weights.len(), chosen.len());
+            assert!(
+                (weights.iter().sum::<f64>() - 1.0).abs() < 1e-5,
+                "{weights:?}"
+            );
+            let sink = l["sink"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&sink), "{sink}");
+        }
+        let top: Vec<f64> = f["top"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["p"].as_f64().unwrap())
+            .collect();
+        assert_eq!(top.len(), 5);
+        assert!(top.windows(2).all(|w| w[0] >= w[1]), "{top:?}");
+        assert_eq!(
+            f["top"][0]["id"], f["id"],
+            "greedy takes the most likely token"
+        );
+    }
+}
+
+fn assert_error(server: &Server, body: &[u8], want: u16) {
+    let (status, text) = server.request("POST", "/v1/chat/completions", body);
+    assert_eq!(status, want, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let e = &v["error"];
+    assert!(!e["message"].as_str().unwrap().is_empty(), "{text}");
+    assert!(e["type"].is_string(), "{text}");
+    assert!(
+        e.get("param").is_some() && e.get("code").is_some(),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_requests_get_openai_shaped_errors() {
+    let server = Server::start();
+    assert_error(&server, b"{\"model\": ", 400);
+    let huge = vec![b' '; 2 << 20];
+    assert_error(&server, &huge, 413);
+    let too_many = chat_body(json!({"max_tokens": 1_000_000_000_000u64}));
+    assert_error(&server, too_many.to_string().as_bytes(), 400);
+    let unknown = chat_body(json!({"model": "no-such-model"}));
+    assert_error(&server, unknown.to_string().as_bytes(), 404);
+    // The server still answers after all of them.
+    let (status, body) = server.post("/v1/chat/completions", &chat_body(json!({})));
+    json_ok(status, &body);
+}
+
+#[test]
+fn a_dropped_stream_does_not_stop_the_next_request() {
+    let (_, want_text) = generated();
+    let server = Server::start();
+    let mut s = server.connect();
+    let body = chat_body(json!({"stream": true, "max_tokens": 400})).to_string();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    // Read until the first token's chunk has arrived, then leave.
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while seen.windows(9).filter(|w| w == b"\"content\"").count() < 2 {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "the stream ended early");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    drop(s);
+    let (status, body) = server.post("/v1/chat/completions", &chat_body(json!({})));
+    assert_eq!(whole_text(&json_ok(status, &body)), want_text);
+}
+
+#[test]
+fn eight_concurrent_clients_get_the_same_greedy_answer() {
+    let (_, want_text) = generated();
+    let server = Server::start();
+    let answers: Vec<(u16, String)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let server = &server;
+                scope.spawn(move || {
+                    let stream = i % 2 == 1;
+                    let (status, body) = server.post(
+                        "/v1/chat/completions",
+                        &chat_body(json!({"stream": stream})),
+                    );
+                    assert_eq!(status, 200, "{body}");
+                    let text = match stream {
+                        true => streamed_text(&body).0,
+                        false => whole_text(&json_ok(status, &body)),
+                    };
+                    (status, text)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (_, text) in answers {
+        assert_eq!(text, want_text);
+    }
+}
