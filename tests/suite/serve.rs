@@ -131,17 +131,25 @@ fn chat_body(extra: Value) -> Value {
 
 /// `anatomy generate --chat` on the same prompt: (ids, text).
 fn generated() -> (Vec<u32>, String) {
+    generate(true)
+}
+
+/// `anatomy generate` on [`PROMPT`], in the chat template or as is: (ids, text).
+fn generate(chat: bool) -> (Vec<u32>, String) {
     let n = NEW_TOKENS.to_string();
-    let out = anatomy(&[
+    let mut args = vec![
         "generate",
         MODEL,
-        "--chat",
         "--prompt",
         PROMPT,
         "--max-new-tokens",
         &n,
         "--json",
-    ]);
+    ];
+    if chat {
+        args.push("--chat");
+    }
+    let out = anatomy(&args);
     assert!(
         out.status.success(),
         "{}",
@@ -368,4 +376,35 @@ fn eight_concurrent_clients_get_the_same_greedy_answer() {
     for (_, text) in answers {
         assert_eq!(text, want_text);
     }
+}
+
+#[test]
+fn greedy_completion_equals_plain_generate() {
+    let (want_ids, want_text) = generate(false);
+    let server = Server::start();
+    let body = json!({"model": "anatomy-moe", "prompt": PROMPT, "max_tokens": NEW_TOKENS,
+                      "anatomy": true});
+    let (status, text) = server.post("/v1/completions", &body);
+    let v = json_ok(status, &text);
+    assert_eq!(v["object"], "text_completion");
+    let got_ids: Vec<u32> = v["anatomy"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_u64().unwrap() as u32)
+        .collect();
+    assert_eq!(got_ids, want_ids);
+    assert_eq!(v["choices"][0]["text"], want_text);
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let (status, text) = server.post("/v1/completions", &streamed);
+    assert_eq!(status, 200, "{text}");
+    let data = events(&text);
+    assert_eq!(data.last(), Some(&"[DONE]"), "{text}");
+    let joined: String = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str::<Value>(d).unwrap()["choices"][0]["text"].clone())
+        .map(|t| t.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(joined, want_text);
 }
