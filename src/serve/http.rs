@@ -63,6 +63,14 @@ pub fn router(worker: Worker) -> Router {
                 "no such endpoint".into(),
             ))
         })
+        .method_not_allowed_fallback(|| async {
+            error(&ApiError::new(
+                405,
+                "invalid_request_error",
+                "method_not_allowed",
+                "this endpoint does not take that method".into(),
+            ))
+        })
         .with_state(state)
 }
 

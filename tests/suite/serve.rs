@@ -318,6 +318,12 @@ fn bad_requests_get_openai_shaped_errors() {
     assert_error(&server, too_many.to_string().as_bytes(), 400);
     let unknown = chat_body(json!({"model": "no-such-model"}));
     assert_error(&server, unknown.to_string().as_bytes(), 404);
+    let (status, text) = server.request("GET", "/v1/chat/completions", b"");
+    assert_eq!(status, 405, "{text}");
+    assert!(serde_json::from_str::<Value>(&text).unwrap()["error"]["message"].is_string());
+    let (status, text) = server.request("GET", "/v1/no-such-endpoint", b"");
+    assert_eq!(status, 404, "{text}");
+    assert!(serde_json::from_str::<Value>(&text).unwrap()["error"]["message"].is_string());
     // The server still answers after all of them.
     let (status, body) = server.post("/v1/chat/completions", &chat_body(json!({})));
     json_ok(status, &body);
