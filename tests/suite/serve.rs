@@ -22,8 +22,13 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    fn start_with(extra: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_anatomy"))
             .args(["serve", MODEL, "--port", "0"])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -345,23 +350,7 @@ fn a_dropped_stream_frees_the_worker_for_the_next_request() {
     let full = started.elapsed();
     assert_eq!(json_ok(status, &body)["usage"]["completion_tokens"], LONG);
 
-    let mut s = server.connect();
-    let body = chat_body(json!({"stream": true, "max_tokens": LONG})).to_string();
-    let head = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(head.as_bytes()).unwrap();
-    // Read until the first token's chunk has arrived (the role chunk is the first
-    // `"content"`), then leave.
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 4096];
-    while seen.windows(9).filter(|w| w == b"\"content\"").count() < 2 {
-        let n = s.read(&mut buf).unwrap();
-        assert!(n > 0, "the stream ended early");
-        seen.extend_from_slice(&buf[..n]);
-    }
+    let s = open_stream(&server, 2);
     drop(s);
     let left = Instant::now();
     let (status, body) = server.post("/v1/chat/completions", &chat_body(json!({})));
@@ -432,4 +421,49 @@ fn greedy_completion_equals_plain_generate() {
         .map(|t| t.as_str().unwrap().to_string())
         .collect();
     assert_eq!(joined, want_text);
+}
+
+/// Starts a long streamed chat request and reads until `chunks` `"content"` keys have
+/// arrived (the role chunk carries the first); returns the open connection.
+fn open_stream(server: &Server, chunks: usize) -> TcpStream {
+    let mut s = server.connect();
+    let body = chat_body(json!({"stream": true, "max_tokens": LONG})).to_string();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while seen.windows(9).filter(|w| w == b"\"content\"").count() < chunks {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "the stream ended early");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    s
+}
+
+/// With room for one waiting request, a third while one runs and one waits gets 503 in
+/// OpenAI's shape; once both clients leave, the server soon answers again.
+#[test]
+fn a_full_queue_is_a_503() {
+    let server = Server::start_with(&["--queue", "1"]);
+    let running = open_stream(&server, 2);
+    // A streamed answer's role chunk is sent as soon as the job is queued.
+    let waiting = open_stream(&server, 1);
+    assert_error(&server, chat_body(json!({})).to_string().as_bytes(), 503);
+    drop(running);
+    drop(waiting);
+    // The worker notices the leavers within a token or two: the queue frees well within
+    // the time the long request would have run.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let (status, body) = loop {
+        let (status, body) = server.post("/v1/chat/completions", &chat_body(json!({})));
+        if status != 503 || Instant::now() > deadline {
+            break (status, body);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    json_ok(status, &body);
 }
