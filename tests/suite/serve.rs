@@ -467,3 +467,34 @@ fn a_full_queue_is_a_503() {
     };
     json_ok(status, &body);
 }
+
+/// `logprobs` with `top_logprobs`: the greedy token is the first of its top list, the list
+/// falls, its probabilities sum to at most one and match the anatomy frame's top-5.
+#[test]
+fn logprobs_agree_with_the_anatomy_top() {
+    let server = Server::start();
+    let request = chat_body(json!({"logprobs": true, "top_logprobs": 3, "anatomy": true}));
+    let (status, body) = server.post("/v1/chat/completions", &request);
+    let v = json_ok(status, &body);
+    let entries = v["choices"][0]["logprobs"]["content"].as_array().unwrap();
+    let frames = v["anatomy"].as_array().unwrap();
+    assert_eq!(entries.len(), NEW_TOKENS);
+    assert_eq!(frames.len(), NEW_TOKENS);
+    let text: String = entries
+        .iter()
+        .map(|e| e["token"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, whole_text(&v));
+    for (e, f) in entries.iter().zip(frames) {
+        let top = e["top_logprobs"].as_array().unwrap();
+        assert_eq!(top.len(), 3);
+        assert_eq!(top[0]["logprob"], e["logprob"]);
+        let lps: Vec<f64> = top.iter().map(|t| t["logprob"].as_f64().unwrap()).collect();
+        assert!(lps.windows(2).all(|w| w[0] >= w[1]), "{lps:?}");
+        assert!(lps.iter().map(|l| l.exp()).sum::<f64>() <= 1.0 + 1e-6);
+        for (t, p) in top.iter().zip(f["top"].as_array().unwrap()) {
+            let (lp, p) = (t["logprob"].as_f64().unwrap(), p["p"].as_f64().unwrap());
+            assert!((lp.exp() - p).abs() < 1e-6 * p.max(1e-3), "{lp} vs p {p}");
+        }
+    }
+}
