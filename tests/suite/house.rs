@@ -3,7 +3,6 @@
 //! split along its ideas; [`STILL_SPLITTING`] names the few that are not yet, and shrinks.
 
 use std::fs;
-use std::path::{Path, PathBuf};
 
 const MAX_FN_LINES: usize = 120;
 
@@ -17,27 +16,7 @@ const STILL_SPLITTING: &[(&str, &str)] = &[
     ("qwen3/finite.rs", "locate"),
 ];
 
-fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
-}
-
-/// Every `.rs` file under `dir`, sorted.
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in fs::read_dir(&d).expect("readable src dir") {
-            let path = entry.expect("readable entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|x| x == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    out
-}
+use super::layering::{rust_files, src};
 
 /// The name of the function a line declares (`pub(crate) const fn name<…>(`), if it does.
 fn declared_fn(line: &str) -> Option<&str> {
