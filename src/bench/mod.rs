@@ -239,7 +239,7 @@ fn run_in_pool(dir: &Path, opts: &BenchOptions) -> Result<BenchReport> {
     let weights_bytes = ckpt.data_bytes() as u64;
     Ok(BenchReport {
         model_dir: dir.display().to_string(),
-        weights_dtype: dtype_name(&model.weights.lm_head).into(),
+        weights_dtype: dominant_dtype(&model).into(),
         weights_bytes,
         prompt_len: opts.prompt_len,
         gen_tokens: opts.gen_tokens,
@@ -325,8 +325,32 @@ fn dtype_size(m: &Matrix) -> f64 {
     m.stored_bytes() as f64 / (m.rows * m.cols).max(1) as f64
 }
 
-fn dtype_name(m: &Matrix) -> &'static str {
-    m.data.type_name()
+/// The type holding most of the layers' weight bytes: a mixed file (Q4_1 layers beside a
+/// Q8_0 tied head, Q4_K_M's Q6_K rows) is named by its bulk, not by its head.
+fn dominant_dtype(model: &Model) -> &'static str {
+    let mut bytes: Vec<(&'static str, usize)> = Vec::new();
+    let mut add = |m: &Matrix| match bytes.iter_mut().find(|(t, _)| *t == m.data.type_name()) {
+        Some((_, b)) => *b += m.stored_bytes(),
+        None => bytes.push((m.data.type_name(), m.stored_bytes())),
+    };
+    for layer in &model.weights.layers {
+        let a = &layer.self_attn;
+        [&a.q_proj, &a.k_proj, &a.v_proj, &a.o_proj]
+            .into_iter()
+            .for_each(&mut add);
+        match &layer.mlp {
+            Ffn::Dense(e) => [&e.gate, &e.up, &e.down].into_iter().for_each(&mut add),
+            Ffn::Moe { experts, .. } => experts
+                .iter()
+                .flat_map(|e| [&e.gate, &e.up, &e.down])
+                .for_each(&mut add),
+        }
+    }
+    add(&model.weights.lm_head);
+    bytes
+        .iter()
+        .max_by_key(|(_, b)| *b)
+        .map_or("f32", |(t, _)| t)
 }
 
 /// Peak resident set size of this process (VmHWM in /proc/self/status), if the system has it.
