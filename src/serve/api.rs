@@ -3,14 +3,16 @@
 //! (`{"error": {"message", "type", "param", "code"}}`).
 //!
 //! Extensions beyond OpenAI's fields: `anatomy: true` (each token carries an anatomy frame,
-//! see [`crate::serve::frame`]), `thinking_budget: N` (chapter 8's budget cut) and
-//! `chat_template_kwargs: {"enable_thinking": bool}` (as vLLM and llama-server take it).
+//! see [`crate::serve::frame`]), `thinking_budget: N` (chapter 8's budget cut),
+//! `chat_template_kwargs: {"enable_thinking": bool}` and `continue_final_message: true`
+//! (as vLLM takes them).
 //! A missing or zero `temperature` is greedy decoding, so that the same request always
 //! gets the same answer (`anatomy generate`'s default).
 
 use crate::chat::thinking::ThinkingBudget;
-use crate::chat::{ChatOptions, Conversation, JsonValue};
+use crate::chat::{ChatOptions, Content, Conversation, JsonValue};
 use crate::qwen3::Sampling;
+use crate::serve::prompt::PromptFormat;
 use crate::tokenizer::Tokenizer;
 
 /// Largest `top_logprobs` (OpenAI's limit).
@@ -358,25 +360,49 @@ fn opens_thinking(prompt: &str) -> bool {
     }
 }
 
-/// `POST /v1/chat/completions`: the messages rendered with the chat template (as
+/// vLLM's `continue_final_message`: the last message is an assistant turn the model goes on
+/// writing, its text placed after the assistant's header (an opening `<think>` makes the
+/// reply start inside a think block). It is taken out of `conversation`; without the flag
+/// there is nothing to continue.
+fn final_prefill(f: Fields, conversation: &mut Conversation) -> Result<String, ApiError> {
+    if !flag(f, "continue_final_message")? {
+        return Ok(String::new());
+    }
+    let refuse = || {
+        ApiError::param(
+            "continue_final_message",
+            "the last message must be an assistant message with text content to continue",
+        )
+    };
+    match conversation.messages.last() {
+        Some(m) if m.role == "assistant" && m.tool_calls.is_empty() => match &m.content {
+            Content::Text(t) => {
+                let t = t.clone();
+                conversation.messages.pop();
+                Ok(t)
+            }
+            _ => Err(refuse()),
+        },
+        _ => Err(refuse()),
+    }
+}
+
+/// `POST /v1/chat/completions`: the messages rendered with the model's chat template (as
 /// `anatomy generate --chat` renders its one user turn) and every option checked.
-pub fn chat_job(body: &[u8], info: &ModelInfo, tok: &Tokenizer) -> Result<Job, ApiError> {
+pub fn chat_job(body: &[u8], info: &ModelInfo, format: &PromptFormat) -> Result<Job, ApiError> {
     let doc = object(body)?;
     let f = fields(&doc);
     check_model(f, info)?;
     only_one_choice(f)?;
-    let conversation = Conversation::from_json(&doc, "request")
+    let mut conversation = Conversation::from_json(&doc, "request")
         .map_err(|e| ApiError::param("messages", e.to_string()))?;
+    let prefill = final_prefill(f, &mut conversation)?;
     let opts = ChatOptions {
         add_generation_prompt: true,
         enable_thinking: enable_thinking(f)?,
     };
-    let text = conversation
-        .render(&opts)
-        .map_err(|e| ApiError::param("messages", e.to_string()))?;
-    let prompt = tok
-        .encode(&text)
-        .map_err(|e| ApiError::param("messages", e.to_string()))?;
+    let (text, prompt) = format.chat(&conversation, &opts, &prefill, &info.id)?;
+    let tok = format.tokenizer();
     let (stream, include_usage) = stream_options(f)?;
     Ok(Job {
         endpoint: Endpoint::Chat,
@@ -393,8 +419,13 @@ pub fn chat_job(body: &[u8], info: &ModelInfo, tok: &Tokenizer) -> Result<Job, A
     })
 }
 
-/// `POST /v1/completions`: a prompt string (or an array holding one) continued as is.
-pub fn completion_job(body: &[u8], info: &ModelInfo, tok: &Tokenizer) -> Result<Job, ApiError> {
+/// `POST /v1/completions`: a prompt string (or an array holding one) continued as is
+/// (after a GGUF file's BOS, as `anatomy generate` does).
+pub fn completion_job(
+    body: &[u8],
+    info: &ModelInfo,
+    format: &PromptFormat,
+) -> Result<Job, ApiError> {
     let doc = object(body)?;
     let f = fields(&doc);
     check_model(f, info)?;
@@ -407,8 +438,8 @@ pub fn completion_job(body: &[u8], info: &ModelInfo, tok: &Tokenizer) -> Result<
         },
         _ => return Err(ApiError::param("prompt", "`prompt` must be a string")),
     };
-    let prompt = tok
-        .encode(text)
+    let prompt = format
+        .text(text)
         .map_err(|e| ApiError::param("prompt", e.to_string()))?;
     if prompt.is_empty() {
         return Err(ApiError::param("prompt", "`prompt` is empty"));

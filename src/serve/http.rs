@@ -4,6 +4,7 @@
 
 use crate::serve::api::{self, ApiError, Endpoint, Job};
 use crate::serve::frame::{Frame, TokenLogprob, token_text};
+use crate::serve::prompt::PromptFormat;
 use crate::serve::text::ReasoningSplit;
 use crate::serve::worker::{Event, Finish, TokenEvent, Worker};
 use axum::Router;
@@ -113,10 +114,10 @@ async fn handle(State(s): Shared, body: Body, endpoint: Endpoint) -> Response {
             format!("the request body is larger than {MAX_BODY} bytes"),
         ));
     };
-    let (info, tok) = (&s.worker.info, &s.worker.tok);
+    let (info, format) = (&s.worker.info, &s.worker.format);
     let job = match endpoint {
-        Endpoint::Chat => api::chat_job(&bytes, info, tok),
-        Endpoint::Completion => api::completion_job(&bytes, info, tok),
+        Endpoint::Chat => api::chat_job(&bytes, info, format),
+        Endpoint::Completion => api::completion_job(&bytes, info, format),
     };
     let job = match job {
         Ok(job) => job,
@@ -127,7 +128,7 @@ async fn handle(State(s): Shared, body: Body, endpoint: Endpoint) -> Response {
         Err(e) => return error(&e),
     };
     let n = s.next_id.fetch_add(1, Ordering::Relaxed);
-    let reply = Reply::new(&job, n, s.created, info.id.clone(), Arc::clone(tok));
+    let reply = Reply::new(&job, n, s.created, info.id.clone(), Arc::clone(format));
     if job.stream {
         stream(reply, rx)
     } else {
@@ -141,7 +142,7 @@ struct Reply {
     id: String,
     created: u64,
     model: String,
-    tok: Arc<crate::tokenizer::Tokenizer>,
+    format: Arc<PromptFormat>,
     split: ReasoningSplit,
     anatomy: bool,
     logprobs: bool,
@@ -154,13 +155,7 @@ struct Reply {
 }
 
 impl Reply {
-    fn new(
-        job: &Job,
-        n: u64,
-        created: u64,
-        model: String,
-        tok: Arc<crate::tokenizer::Tokenizer>,
-    ) -> Self {
+    fn new(job: &Job, n: u64, created: u64, model: String, format: Arc<PromptFormat>) -> Self {
         let prefix = match job.endpoint {
             Endpoint::Chat => "chatcmpl",
             Endpoint::Completion => "cmpl",
@@ -170,7 +165,7 @@ impl Reply {
             id: format!("{prefix}-{n}"),
             created,
             model,
-            tok,
+            format,
             split: ReasoningSplit::new(job.thinking_open),
             anatomy: job.anatomy,
             logprobs: job.logprobs.is_some(),
@@ -197,12 +192,9 @@ impl Reply {
 
     fn logprob_entry(&self, lp: &TokenLogprob) -> Value {
         let entry = |id: u32, logprob: f32| {
-            let text = token_text(&self.tok, id);
-            let bytes = self
-                .tok
-                .token_bytes(id)
-                .map(<[u8]>::to_vec)
-                .unwrap_or_default();
+            let tok = self.format.tokenizer();
+            let text = token_text(tok, id);
+            let bytes = tok.token_bytes(id).map(<[u8]>::to_vec).unwrap_or_default();
             json!({"token": text, "logprob": logprob, "bytes": bytes})
         };
         let mut e = entry(lp.id, lp.logprob);

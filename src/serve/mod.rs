@@ -13,11 +13,13 @@
 //! - [`frame`]: what each token carries: log-probabilities and the anatomy frame (routing,
 //!   sink share, top-5).
 //! - [`text`]: streaming text: incremental decoding, stop strings, the reasoning split.
+//! - [`prompt`]: a request's text as the model's ids (its tokenizer and chat template).
 //! - [`http`]: the axum routes, server-sent events and the bundled page.
 
 pub mod api;
 pub mod frame;
 pub mod http;
+pub mod prompt;
 pub mod text;
 pub mod worker;
 

@@ -6,11 +6,11 @@
 
 use crate::chat::thinking::{ThinkingBudget, generate_with_budget};
 use crate::error::{Error, Result};
-use crate::qwen3::generate::model_tokenizer;
 use crate::qwen3::{Model, Stepper, Trace};
 use crate::serve::ServeOptions;
 use crate::serve::api::{ApiError, Job, ModelInfo};
 use crate::serve::frame::{self, Frame, TokenLogprob};
+use crate::serve::prompt::PromptFormat;
 use crate::serve::text::StreamText;
 use crate::tokenizer::Tokenizer;
 use std::sync::Arc;
@@ -60,7 +60,8 @@ struct Submission {
 /// The handle the HTTP layer holds.
 pub struct Worker {
     pub info: ModelInfo,
-    pub tok: Arc<Tokenizer>,
+    /// The tokenizer and chat template, shared with the thread.
+    pub format: Arc<PromptFormat>,
     queue: SyncSender<Submission>,
 }
 
@@ -79,10 +80,14 @@ impl Worker {
                 }
             })
             .map_err(|e| Error::Invalid(format!("cannot start the worker thread: {e}")))?;
-        let (info, tok) = ready_rx
+        let (info, format) = ready_rx
             .recv()
             .map_err(|_| Error::Invalid("the worker thread ended while loading".into()))??;
-        Ok(Worker { info, tok, queue })
+        Ok(Worker {
+            info,
+            format,
+            queue,
+        })
     }
 
     /// Queues a job; its events arrive on the returned channel. A full queue is a 503.
@@ -106,14 +111,12 @@ impl Worker {
     }
 }
 
-type Ready = std::sync::mpsc::Sender<Result<(ModelInfo, Arc<Tokenizer>)>>;
+type Ready = std::sync::mpsc::Sender<Result<(ModelInfo, Arc<PromptFormat>)>>;
 
 /// The worker thread: load, report ready, then run jobs until the server goes away.
 fn load_and_run(opts: &ServeOptions, ready: &Ready, jobs: Receiver<Submission>) -> Result<()> {
-    let tok = Arc::new(match &opts.vocab {
-        Some(v) => Tokenizer::from_file(v)?,
-        None => model_tokenizer(&opts.model)?,
-    });
+    let format = Arc::new(PromptFormat::open(&opts.model, opts.vocab.as_deref())?);
+    let tok = format.tokenizer();
     let (config, file) = crate::qwen3::open(&opts.model)?;
     let model = Model::new(config, &file)?;
     let c = &model.config;
@@ -123,12 +126,12 @@ fn load_and_run(opts: &ServeOptions, ready: &Ready, jobs: Receiver<Submission>) 
         layers: c.num_hidden_layers,
         experts: c.num_experts,
     };
-    let _ = ready.send(Ok((info, Arc::clone(&tok))));
+    let _ = ready.send(Ok((info, Arc::clone(&format))));
     for Submission { job, events } in jobs {
         if events.is_closed() {
             continue;
         }
-        let run = std::panic::AssertUnwindSafe(|| run_job(&model, &tok, &job, &events));
+        let run = std::panic::AssertUnwindSafe(|| run_job(&model, tok, &job, &events));
         let last = match std::panic::catch_unwind(run) {
             Ok(Ok(Some(finish))) => Event::Done(finish),
             Ok(Ok(None)) => continue,

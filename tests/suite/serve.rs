@@ -26,8 +26,12 @@ impl Server {
     }
 
     fn start_with(extra: &[&str]) -> Server {
+        Server::start_model(MODEL, extra)
+    }
+
+    fn start_model(model: &str, extra: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_anatomy"))
-            .args(["serve", MODEL, "--port", "0"])
+            .args(["serve", model, "--port", "0"])
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -497,4 +501,176 @@ fn logprobs_agree_with_the_anatomy_top() {
             assert!((lp.exp() - p).abs() < 1e-6 * p.max(1e-3), "{lp} vs p {p}");
         }
     }
+}
+
+/// The ids of a whole answer's anatomy frames.
+fn frame_ids(v: &Value) -> Vec<u32> {
+    v["anatomy"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_u64().unwrap() as u32)
+        .collect()
+}
+
+/// `anatomy generate` with `args` after the model: (ids, text).
+fn generate_json(model: &str, args: &[&str]) -> (Vec<u32>, String) {
+    let mut all = vec!["generate", model];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let out = anatomy(&all);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (ids(&v["ids"]), v["text"].as_str().unwrap_or("").to_string())
+}
+
+/// A real model under target/real-models, or `None` with one line saying why it is skipped.
+fn real_model(file: &str, test: &str) -> Option<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/real-models")
+        .join(file);
+    if path.is_file() {
+        return Some(path.to_string_lossy().into_owned());
+    }
+    eprintln!(
+        "skipped {test}: {} is absent (fetch it with `bash scripts/get-real-models.sh`)",
+        path.display()
+    );
+    None
+}
+
+/// A GGUF file is served with its own tokenizer and chat template: SmolLM2's greedy chat
+/// answer equals `anatomy generate FILE.gguf --chat` token for token, streamed or whole.
+#[test]
+fn gguf_chat_uses_the_files_own_template() {
+    let file = "smollm2-135m-instruct-q4_1.gguf";
+    let Some(model) = real_model(file, "gguf_chat_uses_the_files_own_template") else {
+        return;
+    };
+    let question = "What is the capital of France?";
+    let (want_ids, want_text) = generate_json(
+        &model,
+        &["--chat", "--prompt", question, "--max-new-tokens", "12"],
+    );
+    let server = Server::start_model(&model, &[]);
+    let body = json!({"model": file, "messages": [{"role": "user", "content": question}],
+                      "max_tokens": 12, "anatomy": true});
+    let (status, text) = server.post("/v1/chat/completions", &body);
+    let v = json_ok(status, &text);
+    assert_eq!(frame_ids(&v), want_ids);
+    assert_eq!(whole_text(&v), want_text);
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let (status, text) = server.post("/v1/chat/completions", &streamed);
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(streamed_text(&text).0, want_text);
+}
+
+/// A base model without a chat template (Gemma 3 270M) serves completions equal to plain
+/// `anatomy generate` (BOS first, as llama.cpp tokenizes) and refuses chat with a 400 that
+/// says what is missing.
+#[test]
+fn a_base_gguf_serves_completions_and_refuses_chat() {
+    let file = "gemma3-270m-q4_k_m.gguf";
+    let Some(model) = real_model(file, "a_base_gguf_serves_completions_and_refuses_chat") else {
+        return;
+    };
+    let prompt = "The capital of France is";
+    let (want_ids, want_text) =
+        generate_json(&model, &["--prompt", prompt, "--max-new-tokens", "8"]);
+    let server = Server::start_model(&model, &[]);
+    let body = json!({"model": file, "prompt": prompt, "max_tokens": 8, "anatomy": true});
+    let (status, text) = server.post("/v1/completions", &body);
+    let v = json_ok(status, &text);
+    assert_eq!(frame_ids(&v), want_ids);
+    assert_eq!(v["choices"][0]["text"], want_text);
+    let chat = json!({"model": file, "messages": [{"role": "user", "content": "Hi"}]});
+    let (status, text) = server.post("/v1/chat/completions", &chat);
+    assert_eq!(status, 400, "{text}");
+    let e: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(e["error"]["code"], "no_chat_template");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/v1/completions")
+    );
+}
+
+/// Chapter 8's budget over HTTP on the bundled MoE: a reply continued from an opening
+/// `<think>` (`continue_final_message`) gets the model's own first N tokens, then the
+/// early-stop text that ends with the vocabulary's own `</think>` id, marked `budget_cut` in
+/// the anatomy frames, with the reasoning split from the answer at that id — the ids
+/// `anatomy generate --thinking-budget N` gives for the same prompt ids.
+#[test]
+fn thinking_budget_over_http_cuts_with_the_models_own_think_end() {
+    use llm_anatomy::chat::thinking::ThinkingBudget;
+    let budget = 3;
+    let tok = llm_anatomy::tokenizer::Tokenizer::qwen().unwrap();
+    let early = ThinkingBudget::for_tokenizer(budget, &tok).unwrap();
+    let server = Server::start();
+    let body = chat_body(json!({
+        "messages": [{"role": "user", "content": PROMPT}, {"role": "assistant", "content": "<think>\n"}],
+        "continue_final_message": true, "thinking_budget": budget, "max_tokens": 40,
+        "anatomy": true,
+    }));
+    let (status, text) = server.post("/v1/chat/completions", &body);
+    let v = json_ok(status, &text);
+    assert_eq!(v["budget_cut"], true);
+    let got = frame_ids(&v);
+    let frames = v["anatomy"].as_array().unwrap();
+    let cut: Vec<bool> = frames.iter().map(|f| f["budget_cut"] == true).collect();
+    let span = budget..budget + early.early_stop_ids.len();
+    assert_eq!(&got[span.clone()], &early.early_stop_ids[..]);
+    assert!(cut.iter().enumerate().all(|(i, &c)| c == span.contains(&i)));
+    assert!(
+        early.early_stop_ids.contains(&early.think_end),
+        "the early-stop text closes the block with the vocabulary's </think>"
+    );
+    let chat = llm_anatomy::chat::render(
+        &[llm_anatomy::chat::Message::new("user", PROMPT)],
+        &[],
+        &llm_anatomy::chat::ChatOptions {
+            add_generation_prompt: true,
+            enable_thinking: None,
+        },
+    )
+    .unwrap();
+    let prompt_ids = tok.encode(&(chat + "<think>\n")).unwrap();
+    assert_eq!(v["usage"]["prompt_tokens"], prompt_ids.len());
+    let list: Vec<String> = prompt_ids.iter().map(u32::to_string).collect();
+    let (want, _) = generate_json(
+        MODEL,
+        &[
+            "--ids",
+            &list.join(","),
+            "--thinking-budget",
+            "3",
+            "--max-new-tokens",
+            "40",
+        ],
+    );
+    assert_eq!(got, want);
+    let message = &v["choices"][0]["message"];
+    let before_cut = tok.decode(&got[..budget]).unwrap();
+    let reasoning = message["reasoning_content"].as_str().unwrap();
+    assert!(
+        reasoning.trim_start().starts_with(before_cut.trim_start()),
+        "{reasoning:?}"
+    );
+    assert!(
+        reasoning.contains("Considering the limited time"),
+        "{reasoning:?}"
+    );
+    let answer = tok.decode(&got[span.end..]).unwrap();
+    assert_eq!(message["content"].as_str().unwrap(), answer.trim_start());
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let (status, text) = server.post("/v1/chat/completions", &streamed);
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(streamed_text(&text).0, whole_text(&v));
 }
