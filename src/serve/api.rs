@@ -360,6 +360,7 @@ fn opens_thinking(prompt: &str) -> bool {
     }
 }
 
+// ANCHOR: continue_final
 /// vLLM's `continue_final_message`: the last message is an assistant turn the model goes on
 /// writing, its text placed after the assistant's header (an opening `<think>` makes the
 /// reply start inside a think block). It is taken out of `conversation`; without the flag
@@ -386,6 +387,7 @@ fn final_prefill(f: Fields, conversation: &mut Conversation) -> Result<String, A
         _ => Err(refuse()),
     }
 }
+// ANCHOR_END: continue_final
 
 /// `POST /v1/chat/completions`: the messages rendered with the model's chat template (as
 /// `anatomy generate --chat` renders its one user turn) and every option checked.
