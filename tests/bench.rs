@@ -16,6 +16,7 @@ fn opts() -> BenchOptions {
         gen_tokens: 3,
         threads: 2,
         stream_bytes: 48 << 20,
+        cover_llc: false,
         reps: 2,
     }
 }
@@ -138,6 +139,8 @@ fn cli_bench_json() {
             "2",
             "--threads",
             "1",
+            "--probe-mb",
+            "48",
             "--json",
         ])
         .output()
@@ -176,4 +179,13 @@ fn cli_bench_bad_input_exits_2() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+    // Probe buffers out of bounds are refused before anything is allocated.
+    for mb in ["0", "65537", "18446744073709551615"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_anatomy"))
+            .args(["bench", TINY, "--probe-mb", mb])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "--probe-mb {mb}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--probe-mb"));
+    }
 }

@@ -38,8 +38,12 @@ pub struct BenchOptions {
     /// Bytes the read patterns stream: the three arrays of the streaming patterns and the
     /// triad together, and the random bf16 matrix of the matvec patterns (written once to a
     /// temporary file too, for the memory-mapped one). Raised to 4 × the last-level cache
-    /// if smaller ([`probes::probe_bytes`]).
+    /// if smaller ([`probes::probe_bytes`]) when `cover_llc` is set.
     pub stream_bytes: usize,
+    /// Raise `stream_bytes` to 4 × the last-level cache, so the ceiling is memory's and not a
+    /// cache's. Off, the probes use exactly `stream_bytes`: on a machine with a large cache
+    /// that measures the cache (a higher ceiling, never a false "faster than memory").
+    pub cover_llc: bool,
     /// Repetitions of the prefill and of the decode run; the median is reported.
     pub reps: usize,
 }
@@ -51,6 +55,7 @@ impl Default for BenchOptions {
             gen_tokens: 32,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             stream_bytes: 512 << 20,
+            cover_llc: true,
             reps: 3,
         }
     }
@@ -163,6 +168,14 @@ pub fn run(dir: &Path, opts: &BenchOptions) -> Result<BenchReport> {
         crate::limits::THREADS,
     )?;
     crate::limits::check("bench", "--reps", opts.reps as u128, crate::limits::REPS)?;
+    if !(PROBE_BYTES_MIN..=PROBE_BYTES_MAX).contains(&opts.stream_bytes) {
+        return Err(Error::Invalid(format!(
+            "bench: the probe buffers must be between {} and {} MiB (--probe-mb), got {} bytes",
+            PROBE_BYTES_MIN >> 20,
+            PROBE_BYTES_MAX >> 20,
+            opts.stream_bytes
+        )));
+    }
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(opts.threads)
         .build()
@@ -171,6 +184,10 @@ pub fn run(dir: &Path, opts: &BenchOptions) -> Result<BenchReport> {
         })?;
     pool.install(|| run_in_pool(dir, opts))
 }
+
+/// The probe buffers' bounds: a MiB at least (smaller is all L2), 64 GiB at most.
+pub const PROBE_BYTES_MIN: usize = 1 << 20;
+pub const PROBE_BYTES_MAX: usize = 64 << 30;
 
 /// The warm-up prompt's length: the same 8 tokens as the llama.cpp peer's warm-up.
 const WARM_UP_TOKENS: usize = 8;
@@ -231,7 +248,10 @@ fn run_in_pool(dir: &Path, opts: &BenchOptions) -> Result<BenchReport> {
     }
     // Read before the machine probes, whose buffers would otherwise set the high-water mark.
     let peak_rss_bytes = peak_rss_bytes().unwrap_or(0);
-    let machine = measure_machine(opts.threads, opts.stream_bytes);
+    let machine = match opts.cover_llc {
+        true => measure_machine(opts.threads, opts.stream_bytes),
+        false => measure_machine_on(opts.threads, opts.stream_bytes),
+    };
 
     let (prefill_tok_s, decode_tok_s) = (median(&prefill_runs), median(&decode_runs));
     let decode_ceiling = machine.mem_read_gb_s * 1e9 / work.decode_bytes_per_token;
@@ -366,7 +386,11 @@ pub fn peak_rss_bytes() -> Option<u64> {
 /// A pattern that cannot run (the memory-mapped one without a temporary file) is left out,
 /// and why is kept in [`Machine::skipped_patterns`] (the report prints it).
 pub fn measure_machine(threads: usize, stream_bytes: usize) -> Machine {
-    let bytes = probes::probe_bytes(stream_bytes);
+    measure_machine_on(threads, probes::probe_bytes(stream_bytes))
+}
+
+/// [`measure_machine`] on buffers of exactly `bytes`.
+pub fn measure_machine_on(threads: usize, bytes: usize) -> Machine {
     let fma_1 = probes::fma_peak(1);
     let fma_all = probes::fma_peak(threads);
     let int8 = probes::int8_peak(threads);
