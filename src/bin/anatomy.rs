@@ -67,6 +67,9 @@ enum Command {
     /// S1 exercise 2, lost in the middle: accuracy with the key sentence at the start,
     /// middle and end of a long document, answered greedily by the model.
     LostInMiddle(model::LostInMiddleArgs),
+    /// Per-token loss on a long text by position bucket, with a RoPE scaling applied at
+    /// inference (direct, PI, NTK-aware, dynamic NTK, YaRN).
+    Perplexity(model::PerplexityArgs),
     /// Memory bandwidth and FMA peak of this machine, then prefill and decode rates on a
     /// checkpoint and the fraction of each ceiling they reach.
     Bench(model::BenchArgs),
@@ -148,6 +151,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::ChatTemplate(args) => text::chat_template(args),
         Command::RouterStats(args) => model::router_stats(args),
         Command::LostInMiddle(args) => model::lost_in_middle(args),
+        Command::Perplexity(args) => model::perplexity(args),
         Command::Bench(args) => model::bench(args),
         Command::Train(args) => train::run(*args),
         Command::Experiments(args) => experiments::run(*args),

@@ -39,6 +39,7 @@ pub mod logits_file;
 pub mod lost_in_middle;
 pub mod model;
 pub mod open;
+pub mod perplexity;
 pub mod router_report;
 pub mod tensors;
 pub mod to_gguf;

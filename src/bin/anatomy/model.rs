@@ -349,3 +349,89 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
     bench_lib::check_ceiling(&report)?;
     Ok(())
 }
+
+#[derive(clap::Args)]
+pub struct PerplexityArgs {
+    /// config.json + safetensors, or a .gguf file.
+    model: PathBuf,
+    /// The text whose first --tokens tokens are scored (UTF-8).
+    #[arg(long)]
+    text: PathBuf,
+    /// Tokens scored (no BOS added); the text must hold at least this many.
+    #[arg(long)]
+    tokens: usize,
+    /// RoPE scaling applied at inference: none (direct extrapolation), linear (PI), ntk
+    /// (static NTK-aware), dynamic (dynamic NTK) or yarn.
+    #[arg(long, default_value = "none")]
+    rope_scaling: String,
+    /// The scaling factor s ≥ 1 (the length ratio the scaling is set for).
+    #[arg(long, default_value_t = 1.0)]
+    factor: f64,
+    /// The report as one JSON object (with every position's loss).
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn perplexity(args: PerplexityArgs) -> anyhow::Result<()> {
+    use qwen3::perplexity as ppl;
+    let method = ppl::Method::parse(&args.rope_scaling)?;
+    let tok = qwen3::generate::model_tokenizer(&args.model)?;
+    let bytes = llm_anatomy::error::read_file(&args.text)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| llm_anatomy::Error::Invalid(format!("{}: not UTF-8", args.text.display())))?;
+    let mut ids = tok.encode(&text)?;
+    if ids.len() < args.tokens.max(2) {
+        return Err(llm_anatomy::Error::Invalid(format!(
+            "{}: {} tokens, fewer than --tokens {}",
+            args.text.display(),
+            ids.len(),
+            args.tokens.max(2)
+        ))
+        .into());
+    }
+    ids.truncate(args.tokens);
+    let (config, file) = qwen3::open(&args.model)?;
+    let trained = config.max_position_embeddings;
+    let config = ppl::scaled_config(config, method, args.factor, ids.len())?;
+    let model = qwen3::Model::new(config, &file)?;
+    let bar = indicatif::ProgressBar::new(ids.len() as u64).with_message("positions");
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} {elapsed}")
+            .expect("static template"),
+    );
+    let started = std::time::Instant::now();
+    let losses = ppl::token_losses(&model, &ids, |done, _| bar.set_position(done as u64))?;
+    bar.finish_and_clear();
+    let seconds = started.elapsed().as_secs_f64();
+    let buckets = ppl::buckets(&losses, trained);
+    if args.json {
+        let report = serde_json::json!({
+            "method": method.name(), "factor": args.factor, "tokens": ids.len(),
+            "trained_context": trained, "seconds": seconds,
+            "buckets": buckets.iter().map(|b| serde_json::json!({
+                "start": b.start, "end": b.end, "mean": b.mean, "stderr": b.stderr,
+                "count": b.count})).collect::<Vec<_>>(),
+            "losses": losses,
+        });
+        println!("{report}");
+    } else {
+        println!(
+            "{} ×{} on {} tokens (trained context {trained}), {seconds:.0} s",
+            method.name(),
+            args.factor,
+            ids.len()
+        );
+        for b in &buckets {
+            println!(
+                "  [{:>6}, {:>6})  loss {:.4} ± {:.4}  ppl {:>8.2}  ({} positions)",
+                b.start,
+                b.end,
+                b.mean,
+                b.stderr,
+                b.mean.exp(),
+                b.count
+            );
+        }
+    }
+    Ok(())
+}
