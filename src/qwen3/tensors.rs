@@ -108,6 +108,15 @@ impl<'a> Tensors<'a> {
         }
     }
 
+    /// The file that holds the tensor playing Hugging Face role `hf`: a checkpoint's shard,
+    /// else the one file (or the directory, for a name no shard has).
+    pub fn file_of(&self, hf: &str) -> &'a Path {
+        match self {
+            Tensors::Safetensors(c) => c.file_of(hf).unwrap_or(c.dir()),
+            _ => self.path(),
+        }
+    }
+
     /// Whether the source names tensors as a GGUF file does.
     pub fn gguf_names(&self) -> bool {
         match self {

@@ -94,6 +94,8 @@ pub struct Weights<'a> {
     pub prefix: &'static str,
     /// The tensors came from a GGUF file (errors then give their GGUF names too).
     pub gguf_names: bool,
+    /// Where the tensors came from: errors about a weight name its file.
+    pub source: Tensors<'a>,
     /// The architecture's settings of the forward pass.
     pub variant: Variant,
     /// q and k rows hold each RoPE plane as adjacent pairs: llama.cpp's converter permutes
@@ -188,6 +190,7 @@ impl<'a> Weights<'a> {
             expert_layout,
             prefix: p,
             gguf_names: ckpt.gguf_names(),
+            source: ckpt,
             rope_interleaved: ckpt.gguf_names() && cfg.model_type == "llama",
             variant,
         })
@@ -199,7 +202,7 @@ impl<'a> Weights<'a> {
 /// norm on the attention output, while the GGUF table maps that name to the pre-FFN
 /// `ffn_norm` of every other family; a GGUF Gemma file is therefore asked for
 /// `post_attention_norm` (its own `blk.{l}.post_attention_norm`).
-fn norm_roles(sandwich: bool, gguf: bool) -> [&'static str; 3] {
+pub(crate) fn norm_roles(sandwich: bool, gguf: bool) -> [&'static str; 3] {
     match (sandwich, gguf) {
         (false, _) => ["post_attention_layernorm", "", ""],
         (true, true) => [

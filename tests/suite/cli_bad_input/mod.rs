@@ -602,39 +602,6 @@ fn a_tokenizer_with_200k_added_tokens_loads_quickly() {
 }
 
 #[test]
-fn non_finite_weights_are_errors_naming_the_tensor() {
-    for (tensor, index) in [
-        ("model.layers.1.post_attention_layernorm.weight", 3),
-        ("model.layers.0.self_attn.q_proj.weight", 5),
-        ("model.layers.2.mlp.gate.weight", 0),
-        ("model.embed_tokens.weight", 24 * 2 + 1),
-        ("lm_head.weight", 7),
-    ] {
-        for value in [f32::NAN, f32::INFINITY] {
-            let dir = copy_good("nan");
-            poison(&dir, tensor, index, value);
-            let d = s(&dir);
-            let out = dir.join("out.safetensors");
-            refused(&["logits", d, "--ids", IDS, "--out", s(&out)], &[tensor]);
-            refused(
-                &["generate", d, "--ids", IDS, "--max-new-tokens", "3"],
-                &[tensor],
-            );
-            refused(&["router-stats", d, "--ids", IDS, "--json"], &[tensor]);
-            assert!(!out.exists(), "no output written for {tensor}");
-        }
-    }
-    // glitch ranks rows by norm: a NaN row is an error, not "the smallest norm".
-    let dir = copy_good("nan-glitch");
-    poison(&dir, "model.embed_tokens.weight", 30, f32::NAN);
-    let vocab = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/qwen.tiktoken");
-    refused(
-        &["glitch", "--vocab", s(&vocab), "--model", s(&dir), "--json"],
-        &["model.embed_tokens.weight", "row 1"],
-    );
-}
-
-#[test]
 fn rope_factors_that_give_non_finite_tables_are_refused() {
     for scaling in [
         r#"{"rope_type":"linear","factor":0}"#,
@@ -914,3 +881,5 @@ fn messages_say_what_is_wrong_and_stay_short() {
 }
 
 mod gguf;
+mod real_models;
+mod weights;
