@@ -86,7 +86,8 @@ function header() {
   const r = document.createElement('div'); r.className = 'row head';
   const t = document.createElement('span'); t.className = 'tok'; t.textContent = 'layer →'; r.append(t);
   for (let i = 0; i < model.layers; i++) {
-    const s = document.createElement('span'); s.className = 'cell'; s.textContent = i; r.append(s);
+    const s = document.createElement('span'); s.className = 'cell';
+    s.textContent = model.layers <= 16 || i % 5 === 0 ? i : ''; r.append(s);
   }
   $('heatmap').append(r);
 }
