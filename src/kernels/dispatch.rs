@@ -5,11 +5,37 @@
 //! path (f32 tiles on its rows widened a row block at a time), so every type in
 //! [`crate::quant::ALL_TYPES`] has a matvec.
 
-use super::policy::CpuFeatures;
+use super::policy::{Bf16Mode, CpuFeatures, Policy, QuantActs, cpu};
 use crate::quant::GgmlType;
 
 /// Groups of at least this many tokens take the VNNI row lanes (16 rows a register).
 pub const LANES_MIN_TOKENS: usize = 4;
+
+/// Groups of at most this many token rows take the int8 path when it is on, for the
+/// types without register tiles (decode).
+pub const INT8_MAX_TOKENS: usize = 4;
+
+/// Groups of a matmul of a type with register tiles take the int8 path up to this many
+/// token rows; bigger ones (prefill's attention projections, busy experts) dequantise a
+/// row block to f32 once and run the f32 tiles, which amortise it better. Measured on a
+/// 768 × 2048 matrix, 2 threads (`tiles::matmul_timing`): int8 wins at 8 tokens by
+/// 1.4–2×, loses at 32 by 1.1–1.3× for Q4_K and Q6_K.
+pub const INT8_TILED_MAX_TOKENS: usize = 16;
+
+/// With the VNNI kernels, groups take the int8 path up to this many token rows, that is,
+/// every group: the row lanes cost the same per token however many there are (passes of
+/// 64) and beat the f32 path (dequantised rows, outer products) at every group size
+/// `vnni::tests::vnni_timing` measures.
+pub const INT8_LANES_MAX_TOKENS: usize = usize::MAX;
+
+/// Groups with at least this many input rows use the outer-product kernel (`gemm_block`;
+/// below it, the register tiles' dot products waste less than the panels' padding and the
+/// widening cost; f32 weights, twice the bytes per row, favour the panels sooner).
+/// Measured on a 768 × 2048 matrix, one thread.
+pub const GEMM_MIN_TOKENS: usize = 40;
+pub const GEMM_MIN_TOKENS_F32: usize = 24;
+/// The same threshold for the native bf16 kernels' pair panels (`bf16.rs`).
+pub const GEMM_MIN_TOKENS_BF16: usize = 40;
 
 /// The kernels of one weight type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,6 +130,128 @@ pub fn names(ty: GgmlType, cpu: CpuFeatures) -> Vec<&'static str> {
         out.push("avx512 bf16 tiles (split/round)");
     }
     out
+}
+
+/// The largest group of a matmul of weight type `ty` that quantises its activations (0:
+/// none) under `policy`: all or none when forced, else [`INT8_LANES_MAX_TOKENS`] when the
+/// VNNI kernels take `ty`, [`INT8_TILED_MAX_TOKENS`] when it has AVX2 register tiles, and
+/// [`INT8_MAX_TOKENS`] (decode) for the other types with an int8 dot.
+pub fn int8_max_tokens(ty: GgmlType, policy: &Policy) -> usize {
+    int8_max_tokens_on(cpu(), ty, policy)
+}
+
+fn int8_max_tokens_on(cpu: CpuFeatures, ty: GgmlType, policy: &Policy) -> usize {
+    let k = kernels(ty);
+    let tiles = k.avx2_int8_tiles && cpu.avx2_fma();
+    let vnni = k.vnni_from_tokens.is_some() && cpu.vnni() && policy.vnni();
+    match (policy.quant_activations(), tiles) {
+        (QuantActs::Off, _) => 0,
+        (QuantActs::All, _) => usize::MAX,
+        (QuantActs::Auto, true) if vnni => INT8_LANES_MAX_TOKENS,
+        (QuantActs::Auto, true) => INT8_TILED_MAX_TOKENS,
+        (QuantActs::Auto, false) => INT8_MAX_TOKENS,
+    }
+}
+
+/// The kernel family a grouped matmul runs, chosen once per call by [`select`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupedKernel {
+    /// One widened dot per row and token, no SIMD (`ANATOMY_PORTABLE_MATMUL=1`).
+    Portable,
+    /// Weight rows widened to f32 a row block at a time into the f32 register tiles
+    /// (AVX-512 or AVX2, else portable).
+    F32Tiles,
+    /// The inputs quantised once to int8 blocks of `block` values; groups of at most
+    /// `max_tokens` rows take the int8 kernels (AVX2 `tiles` and decode rows, VNNI where
+    /// they win if `vnni`, else the per-row int8 dot), bigger ones the f32 tiles.
+    Int8 {
+        block: usize,
+        max_tokens: usize,
+        tiles: bool,
+        vnni: bool,
+    },
+    /// bf16 weights read as stored by AVX512_BF16 dot products, the inputs converted once.
+    NativeBf16(Bf16Mode),
+}
+
+/// What a grouped matmul runs: its kernel, whether the f32 tiles take AVX-512, and the
+/// smallest group that takes the outer-product panels (f32, or bf16 pairs for
+/// [`GroupedKernel::NativeBf16`]; `usize::MAX`: none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupedPlan {
+    pub kernel: GroupedKernel,
+    pub avx512: bool,
+    pub panel_min_tokens: usize,
+}
+
+/// The plan of a grouped matmul of weight type `ty`, `cols` columns and groups of `tokens`
+/// rows each, under `policy` on this CPU; `avx512` says whether the f32 tiles may take
+/// AVX-512 (the policy's, or false for products that must reproduce across CPUs).
+pub fn select(
+    ty: GgmlType,
+    policy: &Policy,
+    avx512: bool,
+    cols: usize,
+    tokens: impl Iterator<Item = usize> + Clone,
+) -> GroupedPlan {
+    select_on(cpu(), ty, policy, avx512, cols, tokens)
+}
+
+/// [`select`] on a CPU with `cpu`'s features (the kernels it names must exist there).
+pub fn select_on(
+    cpu: CpuFeatures,
+    ty: GgmlType,
+    policy: &Policy,
+    avx512: bool,
+    cols: usize,
+    mut tokens: impl Iterator<Item = usize> + Clone,
+) -> GroupedPlan {
+    let plan = |kernel, avx512, panel_min_tokens| GroupedPlan {
+        kernel,
+        avx512,
+        panel_min_tokens,
+    };
+    if policy.portable_matmul() {
+        return plan(GroupedKernel::Portable, false, usize::MAX);
+    }
+    if ty == GgmlType::Bf16 && avx512 && cpu.bf16() {
+        // Split mode (three products per pair) only while no group is big enough for
+        // panels: the f32 outer products are faster there.
+        match policy.bf16() {
+            Some(Bf16Mode::Round) => {
+                let panels = if cols.is_multiple_of(2) {
+                    GEMM_MIN_TOKENS_BF16
+                } else {
+                    usize::MAX
+                };
+                return plan(GroupedKernel::NativeBf16(Bf16Mode::Round), avx512, panels);
+            }
+            Some(Bf16Mode::Split) if tokens.clone().all(|n| n < GEMM_MIN_TOKENS) => {
+                let kernel = GroupedKernel::NativeBf16(Bf16Mode::Split);
+                return plan(kernel, avx512, usize::MAX);
+            }
+            _ => {}
+        }
+    }
+    let f32_panels = match (avx512 && cpu.avx512f, ty) {
+        (false, _) => usize::MAX,
+        (true, GgmlType::F32) => GEMM_MIN_TOKENS_F32,
+        (true, _) => GEMM_MIN_TOKENS,
+    };
+    if let Some(block) = kernels(ty).act_block {
+        let max_tokens = int8_max_tokens_on(cpu, ty, policy);
+        if tokens.any(|n| n > 0 && n <= max_tokens) {
+            let kernel = GroupedKernel::Int8 {
+                block,
+                max_tokens,
+                tiles: kernels(ty).avx2_int8_tiles && cpu.avx2_fma(),
+                vnni: policy.vnni(),
+            };
+            // The groups the int8 path takes need no panels.
+            return plan(kernel, avx512, f32_panels.max(max_tokens.saturating_add(1)));
+        }
+    }
+    plan(GroupedKernel::F32Tiles, avx512, f32_panels)
 }
 
 #[cfg(test)]

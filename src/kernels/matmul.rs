@@ -7,10 +7,13 @@
 //! than [`dot`]; a test pins the two equal within the summation error bound
 //! `2·cols·ε·Σ|w·x|`.
 
-use super::bf16::{self, Bf16Acts, Bf16Mode};
+use super::bf16::{self, Bf16Acts};
+use super::dispatch::{self, GroupedKernel, GroupedPlan};
+use super::policy::current;
 use super::quant::tiles::{self as quant_tiles, MAX_ROWS, MAX_TILE_TOKENS};
 use super::quant::{self, ActRow, QuantizedRows};
 use super::{Matrix, Out, OutPtr, PANEL, ROW_BLOCK, WeightData, dot, x86};
+use std::ops::Range;
 
 /// One member of a [`matmul_grouped`] call: matrix number `matrix` applied to `n`
 /// consecutive input rows from row `first_in`, written to `n` output rows from `first_out`.
@@ -30,15 +33,6 @@ struct Panels {
     data: Vec<f32>,
     first: Vec<Option<usize>>,
 }
-
-/// Groups with at least this many input rows use the outer-product kernel (`gemm_block`;
-/// below it, the register tiles' dot products waste less than the panels' padding and the
-/// widening cost; f32 weights, twice the bytes per row, favour the panels sooner).
-/// Measured on a 768 × 2048 matrix, one thread.
-const GEMM_MIN_TOKENS: usize = 40;
-const GEMM_MIN_TOKENS_F32: usize = 24;
-/// The same threshold for the native bf16 kernels (`bf16.rs`).
-const GEMM_MIN_TOKENS_BF16: usize = 40;
 
 impl Matrix<'_> {
     /// `out[t, r] = Σ_c W[r, c] · xs[t, c]` for `n = xs.len() / cols` token rows: the
@@ -87,6 +81,10 @@ pub fn matmul_grouped<'w>(
     grouped_with(matrix, groups, xs, out, x86::use_avx512());
 }
 
+/// The grouped matmul with the AVX-512 tiles allowed or not: checks the groups, takes the
+/// kernel [`dispatch::select`] names for them, prepares its inputs once in the calling
+/// thread's reused buffers (a fresh one only if that thread is already inside a grouped
+/// matmul) and splits the work into row-block jobs.
 fn grouped_with<'w>(
     matrix: impl Fn(usize) -> Matrix<'w> + Sync,
     groups: &[Group],
@@ -95,16 +93,57 @@ fn grouped_with<'w>(
     avx512: bool,
 ) {
     let Some(first) = groups.first() else { return };
-    let (rows, cols) = (matrix(first.matrix).rows, matrix(first.matrix).cols);
+    let w = matrix(first.matrix);
+    let work_total = check_groups(groups, w.rows, w.cols, xs.len(), out.len());
+    let tokens = groups.iter().map(|g| g.n);
+    let plan = dispatch::select(w.data.ggml_type(), &current(), avx512, w.cols, tokens);
+    let panel_groups = || groups.iter().map(|g| (g.first_in, g.n));
+    match plan.kernel {
+        GroupedKernel::NativeBf16(mode) => with_reused(&BF16_ACTS, |acts| {
+            acts.fill(mode, xs, w.cols, panel_groups(), plan.panel_min_tokens);
+            run_jobs(
+                &matrix,
+                groups,
+                xs,
+                out,
+                &Jobs::new(plan, work_total, &Panels::default(), None, Some(acts)),
+            );
+        }),
+        GroupedKernel::Int8 { block, .. } => with_reused(&PANELS, |panels| {
+            pack_panels(panels, groups, xs, w.cols, plan.panel_min_tokens);
+            with_reused(&QUANT_ACTS, |acts| {
+                acts.quantize(xs, w.cols, block);
+                run_jobs(
+                    &matrix,
+                    groups,
+                    xs,
+                    out,
+                    &Jobs::new(plan, work_total, panels, Some(acts), None),
+                );
+            })
+        }),
+        GroupedKernel::F32Tiles | GroupedKernel::Portable => with_reused(&PANELS, |panels| {
+            pack_panels(panels, groups, xs, w.cols, plan.panel_min_tokens);
+            run_jobs(
+                &matrix,
+                groups,
+                xs,
+                out,
+                &Jobs::new(plan, work_total, panels, None, None),
+            );
+        }),
+    }
+}
+
+/// Checks that every group lies inside `xs` (`[·, cols]`) and `out` (`[·, rows]`) and that
+/// the output ranges come in order without overlap; returns the multiply-adds in all.
+fn check_groups(groups: &[Group], rows: usize, cols: usize, xs: usize, out: usize) -> usize {
+    assert!(cols > 0 && xs.is_multiple_of(cols), "matmul: input length");
     assert!(
-        cols > 0 && xs.len().is_multiple_of(cols),
-        "matmul: input length"
-    );
-    assert!(
-        rows > 0 && out.len().is_multiple_of(rows),
+        rows > 0 && out.is_multiple_of(rows),
         "matmul: output length"
     );
-    let (in_rows, out_rows) = (xs.len() / cols, out.len() / rows);
+    let (in_rows, out_rows) = (xs / cols, out / rows);
     let mut end = 0;
     let mut work_total = 0;
     for (i, g) in groups.iter().enumerate() {
@@ -118,113 +157,20 @@ fn grouped_with<'w>(
         }
         work_total += g.n * rows * cols;
     }
-    // Groups of at least GEMM_MIN_TOKENS rows take the outer-product kernel: their inputs
-    // are transposed once here into panels of PANEL tokens, shared by every row block. The
-    // panel buffer is the calling thread's, reused across calls (a fresh one only if that
-    // thread is already inside a grouped matmul). The kernel needs AVX-512F itself, which
-    // is checked apart from `avx512` because tests force that flag on any CPU.
-    // A block format with an int8 kernel, when the path is on (decode): the inputs are
-    // quantised to 8-bit blocks once here, into the calling thread's reused buffer, and
-    // every row task dots its weight blocks with them in integers.
-    let int8_limit = match matrix(first.matrix).data {
-        WeightData::Quant { ty, .. } => quant::int8_max_tokens(ty),
-        _ => 0,
-    };
-    let act_block = match matrix(first.matrix).data {
-        WeightData::Quant { ty, .. } if groups.iter().any(|g| g.n > 0 && g.n <= int8_limit) => {
-            quant::activation_block(ty)
-        }
-        _ => None,
-    };
-    // bf16 weights on a CPU with AVX512_BF16: the inputs are converted to bf16 once here
-    // (rows for the dot tiles, pair panels for the big groups) and the native kernels run;
-    // in Split mode (exact to f32 rounding, three products per pair) only while no group
-    // is big enough for panels: the f32 outer products are faster there.
-    let native_bf16 = match (avx512, matrix(first.matrix).data, bf16::mode()) {
-        (true, WeightData::Bf16(_), Some(Bf16Mode::Round)) => Some(Bf16Mode::Round),
-        (true, WeightData::Bf16(_), Some(Bf16Mode::Split))
-            if groups.iter().all(|g| g.n < GEMM_MIN_TOKENS) =>
-        {
-            Some(Bf16Mode::Split)
-        }
-        _ => None,
-    };
-    if let Some(mode) = native_bf16 {
-        let min_tokens = match mode {
-            Bf16Mode::Round if cols.is_multiple_of(2) => GEMM_MIN_TOKENS_BF16,
-            _ => usize::MAX,
-        };
-        BF16_ACTS.with(|cell| {
-            let mut mine = cell.try_borrow_mut().ok();
-            let mut fresh = Bf16Acts::default();
-            let acts = mine.as_deref_mut().unwrap_or(&mut fresh);
-            acts.fill(
-                mode,
-                xs,
-                cols,
-                groups.iter().map(|g| (g.first_in, g.n)),
-                min_tokens,
-            );
-            let jobs = Jobs {
-                avx512,
-                work_total,
-                panels: &Panels::default(),
-                acts: None,
-                int8_limit: 0,
-                bf16: Some(acts),
-                vnni: false,
-            };
-            run_jobs(&matrix, groups, xs, out, &jobs);
-        });
-        return;
-    }
-    // Decided here, on the calling thread (tests force it per thread).
-    let vnni = act_block.is_some() && quant::vnni::use_vnni();
-    let min_tokens = match (avx512 && x86::avx512f(), matrix(first.matrix).data) {
-        (false, _) => usize::MAX,
-        (true, WeightData::F32(_)) => GEMM_MIN_TOKENS_F32,
-        (true, _) => GEMM_MIN_TOKENS,
-    };
-    // Groups the int8 path takes need no panels (Q4_K's limit has none with VNNI).
-    let min_tokens = match act_block {
-        Some(_) => min_tokens.max(int8_limit.saturating_add(1)),
-        None => min_tokens,
-    };
-    PANELS.with(|cell| {
+    work_total
+}
+
+/// Runs `f` on this thread's buffer in `key`, or on a fresh one if a grouped matmul of
+/// this thread already holds it.
+fn with_reused<T: Default + 'static, R>(
+    key: &'static std::thread::LocalKey<std::cell::RefCell<T>>,
+    f: impl FnOnce(&mut T) -> R,
+) -> R {
+    key.with(|cell| {
         let mut mine = cell.try_borrow_mut().ok();
-        let mut fresh = Panels::default();
-        let panels = mine.as_deref_mut().unwrap_or(&mut fresh);
-        pack_panels(panels, groups, xs, cols, min_tokens);
-        let Some(block) = act_block else {
-            let jobs = Jobs {
-                avx512,
-                work_total,
-                panels,
-                acts: None,
-                int8_limit: 0,
-                bf16: None,
-                vnni: false,
-            };
-            run_jobs(&matrix, groups, xs, out, &jobs);
-            return;
-        };
-        QUANT_ACTS.with(|cell| {
-            let mut mine = cell.try_borrow_mut().ok();
-            let mut fresh = QuantizedRows::default();
-            let acts = mine.as_deref_mut().unwrap_or(&mut fresh);
-            acts.quantize(xs, cols, block);
-            let jobs = Jobs {
-                avx512,
-                work_total,
-                panels,
-                acts: Some(acts),
-                int8_limit,
-                bf16: None,
-                vnni,
-            };
-            run_jobs(&matrix, groups, xs, out, &jobs);
-        });
-    });
+        let mut fresh = T::default();
+        f(mine.as_deref_mut().unwrap_or(&mut fresh))
+    })
 }
 
 thread_local! {
@@ -238,22 +184,20 @@ thread_local! {
     static BF16_ACTS: std::cell::RefCell<Bf16Acts> = std::cell::RefCell::new(Bf16Acts::default());
 }
 
-/// What [`grouped_with`] prepared for its row-block tasks: `acts`, when given, is `xs`
-/// quantised for the int8 kernels, which the groups of at most `int8_limit` rows take;
-/// `bf16`, when given, is `xs` converted for the native bf16 kernels, which every group
-/// takes; `work_total` (multiply-adds) decides whether to wake the thread pool.
+/// What [`grouped_with`] prepared for its row-block jobs: the plan, and as it asks `panels`
+/// (the big groups' transposed inputs), `acts` (`xs` quantised for the int8 kernels) or
+/// `bf16` (`xs` converted for the native bf16 kernels); `work_total` (multiply-adds)
+/// decides whether to wake the thread pool.
 struct Jobs<'a> {
-    avx512: bool,
+    plan: GroupedPlan,
     work_total: usize,
     panels: &'a Panels,
     acts: Option<&'a QuantizedRows>,
-    int8_limit: usize,
     bf16: Option<&'a Bf16Acts>,
-    /// The int8 groups take the VNNI tiles where they win.
-    vnni: bool,
 }
 
-/// The row-block tasks of [`grouped_with`], after its checks.
+/// The row-block jobs of [`grouped_with`], after its checks: one per group and block of
+/// [`ROW_BLOCK`] rows, on the thread pool when the work is worth waking it.
 fn run_jobs<'w>(
     matrix: &(impl Fn(usize) -> Matrix<'w> + Sync),
     groups: &[Group],
@@ -261,15 +205,6 @@ fn run_jobs<'w>(
     out: &mut [f32],
     jobs: &Jobs,
 ) {
-    let Jobs {
-        avx512,
-        work_total,
-        panels,
-        acts,
-        int8_limit,
-        bf16,
-        vnni,
-    } = *jobs;
     let (rows, cols) = (matrix(groups[0].matrix).rows, matrix(groups[0].matrix).cols);
     let blocks = rows.div_ceil(ROW_BLOCK);
     let dst = OutPtr(out.as_mut_ptr());
@@ -286,7 +221,6 @@ fn run_jobs<'w>(
         );
         let r0 = job % blocks * ROW_BLOCK;
         let r1 = (r0 + ROW_BLOCK).min(rows);
-        let x = &xs[g.first_in * cols..(g.first_in + g.n) * cols];
         let o = Out {
             // The group's output rows start `first_out · rows` floats into `out` (checked
             // above to lie inside it), so this is the address `add` would give.
@@ -294,60 +228,120 @@ fn run_jobs<'w>(
             stride: rows,
             r0,
         };
-        if let (Some(acts), WeightData::Bf16(d)) = (bf16, w.data) {
-            let bits = half::slice::HalfFloatSliceExt::reinterpret_cast(&d[r0 * cols..r1 * cols]);
-            // SAFETY: `bf16` is only prepared when `bf16::mode()` found the CPU features;
-            // it was filled for these groups with `cols` columns (panels only for an even
-            // `cols`); the slice is this task's rows r0..r1 (≤ ROW_BLOCK), and `o` may
-            // write them for tokens < g.n, as for the tiles below.
-            unsafe { bf16::run_block(bits, acts, acts.first[job / blocks], g.n, o) };
-            return;
-        }
-        if let (Some(acts), WeightData::Quant { ty, bytes }) = (acts, w.data)
-            && quant::activation_block(ty) == Some(acts.block)
-            && g.n <= int8_limit
-        {
-            let row_bytes = bytes.len() / rows;
-            if quant_tiles::has_tiles(ty) {
-                int8_tiles(ty, bytes, row_bytes, r0..r1, acts, g, o, vnni);
-                return;
-            }
-            for (i, ri) in (r0..r1).enumerate() {
-                let row = &bytes[ri * row_bytes..][..row_bytes];
-                for t in 0..g.n {
-                    let v = quant::dot_row(ty, row, acts.row(g.first_in + t));
-                    // SAFETY: this task owns rows r0..r1 of the group's g.n output rows
-                    // (the contract of `Out::set`, as for the tiles below).
-                    unsafe { o.set(t, i, v) };
-                }
-            }
-            return;
-        }
-        if let Some(first) = panels.first.get(job / blocks).copied().flatten() {
-            // SAFETY: AVX-512F is available (`panels` is only filled when `grouped_with`
-            // detected it); the panels of this group hold `g.n` tokens padded to whole
-            // panels of `cols` columns; `o` may write rows r0..r1 for tokens < g.n (as for
-            // the tiles below).
-            unsafe { x86::gemm_block(&w, r0..r1, &panels.data[first..], g.n, o) };
-            return;
-        }
-        // SAFETY: this task owns rows r0..r1 (at most ROW_BLOCK, inside `rows`) of the
-        // group's g.n output rows, which lie inside `out` and no other task writes (the
-        // other tasks own other row blocks or other groups' disjoint rows, checked above);
-        // `x` holds the g.n input rows. That is the contract of `Out::set` for both.
-        unsafe {
-            if !x86::tiles(&w, r0..r1, x, g.n, o, avx512) {
-                tiles_portable(&w, r0..r1, x, g.n, o);
-            }
-        }
+        // SAFETY: this job owns rows r0..r1 (at most ROW_BLOCK, inside `rows`) of the
+        // group's g.n output rows, which lie inside `out` and no other job writes (the
+        // other jobs own other row blocks or other groups' disjoint rows, checked by
+        // `check_groups`): the contract of `Out::set`, which `block` passes on.
+        unsafe { jobs.block(&w, g, job / blocks, r0..r1, xs, o) };
     };
-    let jobs = groups.len() * blocks;
-    if work_total < 1 << 15 {
+    let count = groups.len() * blocks;
+    if jobs.work_total < 1 << 15 {
         // Too small to be worth waking the pool (tiny test models).
-        (0..jobs).for_each(work);
+        (0..count).for_each(work);
     } else {
         use rayon::prelude::*;
-        (0..jobs).into_par_iter().for_each(work);
+        (0..count).into_par_iter().for_each(work);
+    }
+}
+
+impl<'a> Jobs<'a> {
+    fn new(
+        plan: GroupedPlan,
+        work_total: usize,
+        panels: &'a Panels,
+        acts: Option<&'a QuantizedRows>,
+        bf16: Option<&'a Bf16Acts>,
+    ) -> Jobs<'a> {
+        Jobs {
+            plan,
+            work_total,
+            panels,
+            acts,
+            bf16,
+        }
+    }
+
+    /// Rows `r` of `w` against the `g.n` input rows of group `g` (number `gi`), with the
+    /// plan's kernel for the group's size.
+    ///
+    /// # Safety
+    /// `o` may be written at rows `0 .. r.len()` of its block for tokens `< g.n` (the
+    /// contract of [`Out::set`]).
+    unsafe fn block(&self, w: &Matrix, g: Group, gi: usize, r: Range<usize>, xs: &[f32], o: Out) {
+        let cols = w.cols;
+        match (self.plan.kernel, w.data, self.bf16, self.acts) {
+            (GroupedKernel::NativeBf16(_), WeightData::Bf16(d), Some(acts), _) => {
+                let d = &d[r.start * cols..r.end * cols];
+                let bits = half::slice::HalfFloatSliceExt::reinterpret_cast(d);
+                // SAFETY: `select` names NativeBf16 only on a CPU with AVX512_BF16; `acts`
+                // was filled for these groups with `cols` columns (panels only for an even
+                // `cols`); the slice is this job's rows (≤ ROW_BLOCK), which `o` may write
+                // for tokens < g.n (the caller's contract).
+                unsafe { bf16::run_block(bits, acts, acts.first[gi], g.n, o) };
+                return;
+            }
+            (
+                GroupedKernel::Int8 {
+                    block,
+                    max_tokens,
+                    tiles,
+                    vnni,
+                },
+                WeightData::Quant { ty, bytes },
+                _,
+                Some(acts),
+            ) if quant::activation_block(ty) == Some(block) && g.n <= max_tokens => {
+                let row_bytes = bytes.len() / w.rows;
+                if tiles && quant_tiles::has_tiles(ty) {
+                    int8_tiles(ty, bytes, row_bytes, r, acts, g, o, vnni);
+                } else {
+                    // SAFETY: the caller's contract.
+                    unsafe { int8_rows(ty, bytes, row_bytes, r, acts, g, o) };
+                }
+                return;
+            }
+            _ => {}
+        }
+        if let Some(first) = self.panels.first.get(gi).copied().flatten() {
+            // SAFETY: AVX-512F is available (`select` asks for panels only when the CPU
+            // has it); the panels of this group hold `g.n` tokens padded to whole panels
+            // of `cols` columns; `o` may write rows `r` for tokens < g.n (the caller's).
+            unsafe { x86::gemm_block(w, r, &self.panels.data[first..], g.n, o) };
+            return;
+        }
+        let x = &xs[g.first_in * cols..(g.first_in + g.n) * cols];
+        // SAFETY: `x` holds the g.n input rows and `o` may write rows `r` for tokens < g.n
+        // (the caller's contract), which is `Out::set`'s for both.
+        unsafe {
+            let simd = self.plan.kernel != GroupedKernel::Portable;
+            if !(simd && x86::tiles(w, r.clone(), x, g.n, o, self.plan.avx512)) {
+                tiles_portable(w, r, x, g.n, o);
+            }
+        }
+    }
+}
+
+/// The int8 dot per weight row and token, for rows `r` of a block-format matrix of a type
+/// without register tiles.
+///
+/// # Safety
+/// `o` may be written at rows `0 .. r.len()` of its block for tokens `< g.n`.
+unsafe fn int8_rows(
+    ty: crate::quant::GgmlType,
+    bytes: &[u8],
+    row_bytes: usize,
+    r: Range<usize>,
+    acts: &QuantizedRows,
+    g: Group,
+    o: Out,
+) {
+    for (i, ri) in r.enumerate() {
+        let row = &bytes[ri * row_bytes..][..row_bytes];
+        for t in 0..g.n {
+            let v = quant::dot_row(ty, row, acts.row(g.first_in + t));
+            // SAFETY: i < r.len() and t < g.n, the caller's contract, which is `Out::set`'s.
+            unsafe { o.set(t, i, v) };
+        }
     }
 }
 
@@ -482,6 +476,7 @@ unsafe fn tiles_portable(w: &Matrix, r: std::ops::Range<usize>, xs: &[f32], n: u
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::bf16::Bf16Mode;
     use crate::quant::{ALL_TYPES, GgmlType, QK_K};
 
     fn bound(w: &[f32], x: &[f32]) -> f32 {

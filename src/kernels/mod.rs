@@ -64,6 +64,16 @@ impl WeightData<'_> {
             WeightData::Quant { ty, .. } => ty.name(),
         }
     }
+
+    /// The stored type as ggml names it (the row of `dispatch::TABLE` it reads).
+    pub fn ggml_type(&self) -> GgmlType {
+        match self {
+            WeightData::F32(_) => GgmlType::F32,
+            WeightData::Bf16(_) => GgmlType::Bf16,
+            WeightData::F16(_) => GgmlType::F16,
+            WeightData::Quant { ty, .. } => *ty,
+        }
+    }
 }
 
 /// A borrowed row-major `[rows, cols]` weight matrix (an nn.Linear's `[out, in]`).
@@ -414,11 +424,6 @@ mod x86 {
 
     /// No AVX-512 tiles here.
     pub fn use_avx512() -> bool {
-        false
-    }
-
-    /// Never, so no input panels are packed and [`gemm_block`] is never reached.
-    pub(super) fn avx512f() -> bool {
         false
     }
 

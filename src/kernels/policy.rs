@@ -10,7 +10,8 @@
 //! - `ANATOMY_NO_VNNI`: the VNNI int8 kernels off; `ANATOMY_NO_BF16`: the bf16 kernels off;
 //! - `ANATOMY_BF16_ACTIVATIONS=round|split`: the native bf16 path and its activations;
 //! - `ANATOMY_QUANT_ACTIVATIONS=1|0` (also `on|off`): the int8 path of the block formats;
-//! - `ANATOMY_PROBE_PORTABLE`: the bandwidth probe's portable loop.
+//! - `ANATOMY_PROBE_PORTABLE`: the bandwidth probe's portable loop;
+//! - `ANATOMY_PORTABLE_MATMUL`: the matmuls' portable widened dot, no SIMD and no int8.
 
 use std::cell::Cell;
 use std::sync::OnceLock;
@@ -101,6 +102,7 @@ pub struct Switches {
     pub bf16_activations: Option<Bf16Mode>,
     pub quant_activations: QuantActs,
     pub probe_portable: bool,
+    pub portable_matmul: bool,
 }
 
 impl Default for Switches {
@@ -113,6 +115,7 @@ impl Default for Switches {
             bf16_activations: None,
             quant_activations: QuantActs::Auto,
             probe_portable: false,
+            portable_matmul: false,
         }
     }
 }
@@ -132,6 +135,7 @@ pub fn parse_switches(var: impl Fn(&str) -> Option<String>) -> (Switches, Vec<St
     flag("ANATOMY_NO_VNNI", &mut s.no_vnni);
     flag("ANATOMY_NO_BF16", &mut s.no_bf16);
     flag("ANATOMY_PROBE_PORTABLE", &mut s.probe_portable);
+    flag("ANATOMY_PORTABLE_MATMUL", &mut s.portable_matmul);
     match var("ANATOMY_BF16_ACTIVATIONS").as_deref().map(str::trim) {
         None => {}
         Some("round") => s.bf16_activations = Some(Bf16Mode::Round),
@@ -173,6 +177,7 @@ pub struct Policy {
     bf16: Option<Bf16Mode>,
     quant: QuantActs,
     probe_portable: bool,
+    portable_matmul: bool,
 }
 
 impl Policy {
@@ -187,6 +192,7 @@ impl Policy {
                 .filter(|_| avx512 && cpu.bf16() && !switches.no_bf16),
             quant: switches.quant_activations,
             probe_portable: switches.probe_portable,
+            portable_matmul: switches.portable_matmul,
         }
     }
 
@@ -213,6 +219,11 @@ impl Policy {
     /// Whether the bandwidth probe runs its portable loop.
     pub fn probe_portable(&self) -> bool {
         self.probe_portable
+    }
+
+    /// Whether the grouped matmuls take the portable widened dot (the scalar reference).
+    pub fn portable_matmul(&self) -> bool {
+        self.portable_matmul
     }
 }
 
@@ -256,6 +267,7 @@ fn switches_of(p: Policy) -> Switches {
         bf16_activations: p.bf16,
         quant_activations: p.quant,
         probe_portable: p.probe_portable,
+        portable_matmul: p.portable_matmul,
     }
 }
 

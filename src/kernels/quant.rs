@@ -29,8 +29,11 @@ use super::policy::{QuantActs, current, with_switches};
 use crate::quant::k_blocks::scale_min_k4;
 use crate::quant::{GgmlType, QK_K};
 
-/// Matmuls with at most this many token rows per group take the int8 path when it is on.
-pub const MAX_TOKENS: usize = 4;
+/// Matmuls with at most this many token rows per group take the int8 path when it is on
+/// (the types without register tiles; the others up to [`TILED_MAX_TOKENS`]).
+pub use super::dispatch::{
+    INT8_MAX_TOKENS as MAX_TOKENS, INT8_TILED_MAX_TOKENS as TILED_MAX_TOKENS,
+};
 
 /// Weights per activation block for the legacy types (one Q8_0 block).
 pub const QK8_0: usize = 32;
@@ -43,25 +46,10 @@ pub fn with_quant_activations<R>(on: bool, f: impl FnOnce() -> R) -> R {
     with_switches(|s| s.quant_activations = acts, f)
 }
 
-/// Groups of a matmul of a type with register tiles take the int8 path up to this many
-/// token rows; bigger ones (prefill's attention projections, busy experts) dequantise a
-/// row block to f32 once and run the f32 tiles, which amortise it better. Measured on a
-/// 768 × 2048 matrix, 2 threads (`tiles::matmul_timing`): int8 wins at 8 tokens by
-/// 1.4–2×, loses at 32 by 1.1–1.3× for Q4_K and Q6_K.
-pub const TILED_MAX_TOKENS: usize = 16;
-
 /// The largest group of a matmul of weight type `ty` that quantises its activations (0:
-/// none), as the calling thread's policy says: all or none when forced, else, unless
-/// `ANATOMY_QUANT_ACTIVATIONS=0`, [`TILED_MAX_TOKENS`] when `ty` has register tiles (or
-/// [`vnni::max_tokens`] when the VNNI kernels take `ty`) and
-/// [`MAX_TOKENS`] (decode) for the other types with an int8 kernel.
+/// none), as the calling thread's policy says ([`super::dispatch::int8_max_tokens`]).
 pub fn int8_max_tokens(ty: GgmlType) -> usize {
-    match (current().quant_activations(), tiles::has_tiles(ty)) {
-        (QuantActs::Off, _) => 0,
-        (QuantActs::All, _) => usize::MAX,
-        (QuantActs::Auto, true) => vnni::max_tokens(ty).unwrap_or(TILED_MAX_TOKENS),
-        (QuantActs::Auto, false) => MAX_TOKENS,
-    }
+    super::dispatch::int8_max_tokens(ty, &current())
 }
 
 /// The activation block size the int8 dot of weight type `ty` needs, or `None` when there

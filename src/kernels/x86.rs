@@ -36,12 +36,6 @@ pub fn use_avx512() -> bool {
     super::policy::current().avx512()
 }
 
-/// Whether the CPU has AVX-512F, whatever the environment says (the panel kernel checks it
-/// itself because tests force the `avx512` flag on any CPU).
-pub(super) fn avx512f() -> bool {
-    super::policy::cpu().avx512f
-}
-
 /// `out[t, i] = w[r.start + i]·xs[t]` for the rows `r` of `w` (at most [`ROW_BLOCK`]) and
 /// the `n` token rows of `xs`, with the widest tiles the CPU has (AVX-512 only if
 /// `avx512`). Returns false, having done nothing, when it has none.

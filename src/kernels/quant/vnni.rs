@@ -74,10 +74,8 @@ pub fn wins(ty: GgmlType, n: usize) -> bool {
 pub use super::super::dispatch::LANES_MIN_TOKENS;
 
 /// With the VNNI kernels, groups take the int8 path up to this many token rows (AVX2:
-/// [`super::TILED_MAX_TOKENS`]), that is, every group: the row lanes cost the same per
-/// token however many there are (passes of 64) and beat the f32 path (dequantised rows,
-/// outer products) at every group size `tests::vnni_timing` measures.
-pub const LANES_MAX_TOKENS: usize = usize::MAX;
+/// [`super::TILED_MAX_TOKENS`]).
+pub use super::super::dispatch::INT8_LANES_MAX_TOKENS as LANES_MAX_TOKENS;
 
 /// The int8 path's token limit for `ty` when this thread's matmuls take the VNNI kernels
 /// (all of Q8_0, Q4_K, Q6_K on a CPU with them), else `None`.
