@@ -24,7 +24,7 @@ cat data/corpus/en/*.txt > "$text"
 
 runs=("$@")
 if [ ${#runs[@]} -eq 0 ]; then
-  runs=(none:1:8192 linear:2:2048 none:1:2048
+  runs=(none:1:8192 linear:4:2048 none:1:2048 linear:2:2048
         none:1:16384 linear:2:16384 ntk:2:16384 yarn:2:16384 dynamic:2:16384
         none:1:32768 yarn:4:32768)
 fi

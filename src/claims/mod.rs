@@ -226,6 +226,7 @@ mod position;
 mod quant;
 mod qwen3;
 pub mod real;
+pub mod real_extrapolation;
 mod tokenizer;
 mod train_context;
 mod train_dynamics;
@@ -243,6 +244,7 @@ pub const ENTRIES: &[&[Entry]] = &[
     train_dynamics::ENTRIES,
     train_context::ENTRIES,
     real::ENTRIES,
+    real_extrapolation::ENTRIES,
 ];
 
 /// Seeded N(0, 1) vector of length `n` (inputs of the numeric checks).

@@ -81,29 +81,44 @@ fn outcome<T: serde::de::DeserializeOwned>(
 }
 
 fn direct_extrapolation() -> Outcome {
-    outcome(
+    let toy = outcome(
         "train.direct_extrapolation",
         "the claim is about models trained on billions of tokens, whose attention has learned to rely on the angles it saw; a real trained model read past its trained context at inference would settle it.",
         |r: &ExtrapolationResults| r.short,
         verdict::direct_extrapolation,
+    );
+    super::real_extrapolation::with_real(
+        toy,
+        super::real_extrapolation::real_direct_extrapolation(),
+        "A fine-tune is not needed to see the failure; it is what lets a model use positions past L (S1 §2).",
     )
 }
 
 fn pi_short() -> Outcome {
-    outcome(
+    let toy = outcome(
         "train.pi_short",
         "the cost of PI on short texts is reported for billion-parameter models whose fastest planes resolve neighbouring tokens finely; a real trained model evaluated with and without PI at inference would settle it.",
         |r: &ExtrapolationResults| r.short,
         verdict::pi_short,
+    );
+    super::real_extrapolation::with_real(
+        toy,
+        super::real_extrapolation::real_pi_short(),
+        "Whether a short fine-tune with PI on recovers the short-text loss (the source's remedy) needs a fine-tune we do not run.",
     )
 }
 
 fn ntk_yarn() -> Outcome {
-    outcome(
+    let toy = outcome(
         "train.ntk_yarn",
         "the ordering is reported for models of billions of parameters; differences of hundredths of a nat on a hidden-32 model are within its noise, and a real trained model scaled at inference (2× and 4× its trained context) would settle it.",
         |r: &ExtrapolationResults| r.short,
         verdict::ntk_yarn,
+    );
+    super::real_extrapolation::with_real(
+        toy,
+        super::real_extrapolation::real_scaling_no_finetune(),
+        "The source's ordering after a fine-tune at the longer length (YaRN's 'best with ~0.1% of the data') needs a fine-tune we do not run.",
     )
 }
 

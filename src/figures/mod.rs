@@ -20,6 +20,7 @@ mod position;
 mod quant;
 mod qwen3;
 mod real;
+mod real_extrapolation;
 mod tokenizer;
 mod train;
 mod train_context;
@@ -172,6 +173,11 @@ pub const FIGURES: &[Figure] = &[
         name: "train_glitch",
         size: (1000, 480),
         draw: train_dynamics::train_glitch,
+    },
+    Figure {
+        name: "real_extrapolation",
+        size: (900, 480),
+        draw: real_extrapolation::real_extrapolation,
     },
     Figure {
         name: "train_direct_extrapolation",

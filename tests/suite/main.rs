@@ -42,6 +42,7 @@ mod quantize;
 mod qwen2_transformers;
 mod qwen3_transformers;
 mod real_evidence;
+mod real_extrapolation;
 mod real_models_chat;
 mod real_models_logits;
 mod real_models_tokenizer;
