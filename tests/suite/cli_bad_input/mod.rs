@@ -156,51 +156,39 @@ fn garbage_json_in_header_and_config() {
 
 #[test]
 fn tensor_missing_wrong_shape_wrong_dtype() {
-    let dir = copy_good("miss");
-    edit_header(&dir, |h| {
-        h.remove("model.layers.1.self_attn.k_norm.weight");
-    });
-    logits(
-        &dir,
-        IDS,
-        &["model.layers.1.self_attn.k_norm.weight", "missing"],
-    );
-
-    let dir = copy_good("expert");
-    edit_header(&dir, |h| {
-        h.remove("model.layers.2.mlp.experts.5.up_proj.weight");
-    });
-    logits(
-        &dir,
-        IDS,
-        &["model.layers.2.mlp.experts.5.up_proj.weight", "missing"],
-    );
-
-    let dir = copy_good("shape");
-    edit_header(&dir, |h| {
-        // Same bytes, transposed shape: [32, 24] claimed as [24, 32].
-        h["model.layers.0.self_attn.q_proj.weight"]["shape"] = json!([24, 32]);
-    });
-    logits(
-        &dir,
-        IDS,
-        &[
+    // (tensor, its header entry's field set to a value or removed, words of the message);
+    // the transposed shape keeps the same bytes: [32, 24] claimed as [24, 32].
+    let cases: [(&str, Option<(&str, Value)>, &str); 5] = [
+        ("model.layers.1.self_attn.k_norm.weight", None, "missing"),
+        (
+            "model.layers.2.mlp.experts.5.up_proj.weight",
+            None,
+            "missing",
+        ),
+        (
             "model.layers.0.self_attn.q_proj.weight",
+            Some(("shape", json!([24, 32]))),
             "shape [24, 32], expected [32, 24]",
-        ],
-    );
-
-    let dir = copy_good("dtype");
-    edit_header(&dir, |h| {
-        h["model.layers.0.mlp.gate.weight"]["dtype"] = json!("I32");
-    });
-    logits(&dir, IDS, &["model.layers.0.mlp.gate.weight", "dtype I32"]);
-
-    let dir = copy_good("dtype2");
-    edit_header(&dir, |h| {
-        h["model.norm.weight"]["dtype"] = json!("Q4_K");
-    });
-    logits(&dir, IDS, &["model.norm.weight", "unknown dtype"]);
+        ),
+        (
+            "model.layers.0.mlp.gate.weight",
+            Some(("dtype", json!("I32"))),
+            "dtype I32",
+        ),
+        (
+            "model.norm.weight",
+            Some(("dtype", json!("Q4_K"))),
+            "unknown dtype",
+        ),
+    ];
+    for (i, (tensor, edit, words)) in cases.into_iter().enumerate() {
+        let dir = copy_good(&format!("tensor{i}"));
+        edit_header(&dir, |h| match edit {
+            Some((field, value)) => h[tensor][field] = value,
+            None => drop(h.remove(tensor)),
+        });
+        logits(&dir, IDS, &[tensor, words]);
+    }
 
     // The config disagrees with the tensors: they are checked against it.
     let dir = copy_good("cfgshape");
