@@ -104,6 +104,7 @@ pub fn scaled_config(
     Ok(config)
 }
 
+// ANCHOR: token_losses
 /// The loss at every position `1..ids.len()` (position 0 has no prediction), computed in
 /// chunks of [`CHUNK`] positions; `progress` gets `(positions done, positions)`.
 pub fn token_losses(
@@ -132,6 +133,7 @@ pub fn token_losses(
     }
     Ok(losses)
 }
+// ANCHOR_END: token_losses
 
 /// `−log softmax(row)[target]`, in f64 around the row's maximum.
 pub fn target_loss(row: &[f32], target: usize) -> f64 {

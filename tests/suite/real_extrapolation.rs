@@ -124,3 +124,14 @@ fn real_claims_are_judged_never_erratum() {
     // PI on a short text is measured in the committed data.
     assert_ne!(rx::real_pi_short().status, Status::NeedsData);
 }
+
+/// The chapter's figure draws from the committed runs; `BLESS=1` rewrites
+/// figures/real_extrapolation.svg.
+#[test]
+fn figure_draws_from_the_runs() {
+    let svg = llm_anatomy::figures::render_svg("real_extrapolation").unwrap();
+    assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(80)]);
+    if std::env::var_os("BLESS").is_some() {
+        std::fs::write(root().join("figures/real_extrapolation.svg"), &svg).unwrap();
+    }
+}
