@@ -403,7 +403,24 @@ pub fn chat_job(body: &[u8], info: &ModelInfo, format: &PromptFormat) -> Result<
         add_generation_prompt: true,
         enable_thinking: enable_thinking(f)?,
     };
-    let (text, prompt) = format.chat(&conversation, &opts, &prefill, &info.id)?;
+    if !format.has_chat_template() {
+        return Err(ApiError {
+            param: Some("model".into()),
+            ..ApiError::new(
+                400,
+                "invalid_request_error",
+                "no_chat_template",
+                format!(
+                    "`{}` carries no chat template (a base model): chat needs one; \
+                     send plain text to /v1/completions instead",
+                    info.id
+                ),
+            )
+        });
+    }
+    let (text, prompt) = format
+        .chat(&conversation, &opts, &prefill)
+        .map_err(|e| ApiError::param("messages", e.to_string()))?;
     let tok = format.tokenizer();
     let (stream, include_usage) = stream_options(f)?;
     Ok(Job {

@@ -7,7 +7,6 @@
 
 use crate::chat::{ChatOptions, Conversation};
 use crate::error::Result;
-use crate::serve::api::ApiError;
 use crate::tokenizer::Tokenizer;
 use crate::tokenizer::gguf_vocab::GgufVocab;
 use std::path::{Path, PathBuf};
@@ -74,34 +73,18 @@ impl PromptFormat {
     }
 
     /// The conversation in the model's chat template followed by the assistant's header and
-    /// `prefill` (the start of the reply, often empty): (rendered text, ids). `model` names
-    /// the model in the error a base model gets.
+    /// `prefill` (the start of the reply, often empty): (rendered text, ids). A model without
+    /// a template is an error here; ask [`PromptFormat::has_chat_template`] first.
     pub fn chat(
         &self,
         conversation: &Conversation,
         opts: &ChatOptions,
         prefill: &str,
-        model: &str,
-    ) -> std::result::Result<(String, Vec<u32>), ApiError> {
-        if !self.has_chat_template() {
-            return Err(ApiError {
-                param: Some("model".into()),
-                ..ApiError::new(
-                    400,
-                    "invalid_request_error",
-                    "no_chat_template",
-                    format!(
-                        "`{model}` carries no chat template (a base model): chat needs one; \
-                         send plain text to /v1/completions instead"
-                    ),
-                )
-            });
-        }
-        let messages = |e: crate::Error| ApiError::param("messages", e.to_string());
+    ) -> Result<(String, Vec<u32>)> {
         let (text, ids) = match self {
             PromptFormat::Plain(tok) => {
-                let text = conversation.render(opts).map_err(messages)? + prefill;
-                let ids = tok.encode(&text).map_err(messages)?;
+                let text = conversation.render(opts)? + prefill;
+                let ids = tok.encode(&text)?;
                 (text, ids)
             }
             PromptFormat::Gguf { file, vocab, qwen } => {
@@ -114,10 +97,8 @@ impl PromptFormat {
                         &conversation.messages,
                         opts.add_generation_prompt,
                     )
-                }
-                .map_err(messages)?
-                    + prefill;
-                let ids = vocab.encode(&text, true, true).map_err(messages)?;
+                }? + prefill;
+                let ids = vocab.encode(&text, true, true)?;
                 (text, ids)
             }
         };
