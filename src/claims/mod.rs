@@ -226,6 +226,7 @@ mod position;
 mod quant;
 mod qwen3;
 pub mod real;
+pub mod real_kl;
 pub mod real_extrapolation;
 mod tokenizer;
 mod train_context;
@@ -244,6 +245,7 @@ pub const ENTRIES: &[&[Entry]] = &[
     train_dynamics::ENTRIES,
     train_context::ENTRIES,
     real::ENTRIES,
+    real_kl::ENTRIES,
     real_extrapolation::ENTRIES,
 ];
 

@@ -1,16 +1,17 @@
 //! Claims judged on real trained models (SmolLM2-135M-Instruct and Gemma 3 270M, the GGUF
-//! files of `scripts/get-real-models.sh`): the attention sink and the decay of post-RoPE
-//! scores with distance.
+//! files of `scripts/get-real-models.sh`): the attention sink, the decay of post-RoPE
+//! scores with distance, under-trained tokens and lost in the middle.
 //!
-//! They judge from `data/real/evidence-hf-<model>.json`, which
-//! `scripts/gen_real_evidence.py` measures with transformers on the weights dequantised
-//! from those files; the committed files let the tour judge without the models.
-//! `tests/suite/real_evidence.rs` re-measures the sink with our engine when the files and
-//! its GGUF reader for them are there.
+//! They judge from committed measurements, so the tour judges without the models:
+//! `data/real/evidence-hf-<model>.json`, which `scripts/gen_real_evidence.py` measures with
+//! transformers on the weights dequantised from those files, and
+//! `data/real/lost-in-middle-smollm2.json`, our engine's run of `anatomy lost-in-middle`
+//! (`scripts/gen_real_lost_in_middle.sh`). `tests/suite/real_evidence.rs` re-measures the
+//! sink with our engine when the files are there.
 
 use super::{Entry, Outcome, Status};
 use crate::qwen3::evidence::decays;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A layer has an attention sink when its heads' mean share on the first position is at
 /// least this many times the share equal attention over the causal prefix would give (the
@@ -228,32 +229,38 @@ fn failing(ps: &[f64], threshold: f64) -> f64 {
     ps.iter().filter(|&&p| p < threshold).count() as f64 / ps.len().max(1) as f64
 }
 
+impl Undertrained {
+    /// The share of candidates and of random controls that fail the repetition test.
+    fn failing_shares(&self) -> (f64, f64) {
+        (
+            failing(&self.cand, self.threshold),
+            failing(&self.control, self.threshold),
+        )
+    }
+}
+
 /// Under-trained tokens are verified only where the repetition test separates: when random
 /// tokens fail it about as often as the candidates, a failure says nothing about training.
 fn real_undertrained() -> Outcome {
-    let Undertrained {
-        cand,
-        control,
-        pieces,
-        threshold,
-    } = match undertrained() {
+    let u = match undertrained() {
         Ok(u) => u,
         Err(e) => return missing(&e),
     };
-    let (fc, fr) = (failing(&cand, threshold), failing(&control, threshold));
+    let (fc, fr) = u.failing_shares();
     let computed = format!(
-        "SmolLM2-135M: {} of {} lowest-norm candidates (2 %) have p(repeat) < {threshold}; so do {} of {} random other tokens ({:.0}% vs {:.0}%)",
-        (fc * cand.len() as f64).round(),
-        cand.len(),
-        (fr * control.len() as f64).round(),
-        control.len(),
+        "SmolLM2-135M: {} of {} lowest-norm candidates (2 %) have p(repeat) < {}; so do {} of {} random other tokens ({:.0}% vs {:.0}%)",
+        (fc * u.cand.len() as f64).round(),
+        u.cand.len(),
+        u.threshold,
+        (fr * u.control.len() as f64).round(),
+        u.control.len(),
         100.0 * fc,
         100.0 * fr
     );
     let separates = fr < 0.5 * fc;
     let note = format!(
         "The repetition test does not separate on this model: a 135M instruct model rarely answers with the exact token asked for, candidates or not, so no token is verified as under-trained. The lowest-norm rows are frequent words ({}), not rare ones. Not shown at this scale: a larger instruct model, which repeats ordinary tokens reliably, would settle it.",
-        pieces.join(", ")
+        u.pieces.join(", ")
     );
     Outcome {
         value: Some(fc),
@@ -269,16 +276,11 @@ fn real_undertrained() -> Outcome {
 
 /// The norm screen's precision against the repetition test, beside the base rate.
 fn real_glitch_norm_screen() -> Outcome {
-    let Undertrained {
-        cand,
-        control,
-        pieces,
-        threshold,
-    } = match undertrained() {
+    let u = match undertrained() {
         Ok(u) => u,
         Err(e) => return missing(&e),
     };
-    let (fc, fr) = (failing(&cand, threshold), failing(&control, threshold));
+    let (fc, fr) = u.failing_shares();
     let lift = fc / fr.max(1e-12);
     Outcome {
         value: Some(lift),
@@ -286,11 +288,108 @@ fn real_glitch_norm_screen() -> Outcome {
             "SmolLM2-135M: precision {:.2} among the lowest 2 % by embedding norm vs {:.2} among random tokens (lift {lift:.2}); lowest rows: {}",
             fc,
             fr,
-            pieces.join(", ")
+            u.pieces.join(", ")
         ),
         status: if lift >= 2.0 { Status::Reproduced } else { Status::NotShown },
         note: "No better than chance here (a working screen would at least double the base rate): on a model with tied embeddings the smallest rows are common words, and the repetition test fails for most tokens anyway. Not shown at this scale: the screen's published precision is for larger models with separate unembeddings; one of those would settle it.".into(),
     }
+}
+
+/// One placement's score in the committed `anatomy lost-in-middle --json` report.
+pub struct PlacementScore {
+    pub placement: String,
+    pub correct: u64,
+    pub trials: u64,
+}
+
+/// The committed lost-in-the-middle run on SmolLM2 (scripts/gen_real_lost_in_middle.sh):
+/// the scores at start, middle and end, and the prompt lengths.
+pub fn lost_in_middle_scores() -> crate::Result<(Vec<PlacementScore>, u64, u64)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(LOST_IN_MIDDLE);
+    let doc = crate::error::read_json(&path)?;
+    let what = path.display().to_string();
+    let count = |v: &serde_json::Value, f: &str| {
+        v[f].as_u64()
+            .ok_or_else(|| crate::Error::field(&what, f, "not a count"))
+    };
+    let rows = doc["placements"]
+        .as_array()
+        .ok_or_else(|| crate::Error::field(&what, "placements", "not a list"))?;
+    let scores = rows
+        .iter()
+        .map(|r| {
+            Ok(PlacementScore {
+                placement: r["placement"].as_str().unwrap_or("?").to_string(),
+                correct: count(r, "correct")?,
+                trials: count(r, "trials")?.max(1),
+            })
+        })
+        .collect::<crate::Result<Vec<_>>>()?;
+    Ok((
+        scores,
+        count(&doc, "min_prompt_tokens")?,
+        count(&doc, "max_prompt_tokens")?,
+    ))
+}
+
+/// The committed run's file.
+pub const LOST_IN_MIDDLE: &str = "data/real/lost-in-middle-smollm2.json";
+
+/// Standard errors a gap must exceed to count (two-sided 95 %).
+pub const Z_95: f64 = 1.96;
+
+/// `a` − `b` in units of the pooled standard error of a difference of two proportions
+/// (the two-proportion z statistic); 0 when both are all right or all wrong.
+pub fn gap_in_standard_errors(a: &PlacementScore, b: &PlacementScore) -> f64 {
+    let (na, nb) = (a.trials as f64, b.trials as f64);
+    let (pa, pb) = (a.correct as f64 / na, b.correct as f64 / nb);
+    let pooled = (a.correct + b.correct) as f64 / (na + nb);
+    let se = (pooled * (1.0 - pooled) * (1.0 / na + 1.0 / nb)).sqrt();
+    if se == 0.0 { 0.0 } else { (pa - pb) / se }
+}
+
+fn real_lost_in_middle() -> Outcome {
+    let (scores, shortest, longest) = match lost_in_middle_scores() {
+        Ok(s) => s,
+        Err(e) => {
+            return Outcome {
+                value: None,
+                computed: format!("not measured: {e}"),
+                status: Status::NeedsData,
+                note: "Needs the committed run (bash scripts/gen_real_lost_in_middle.sh).".into(),
+            };
+        }
+    };
+    let at = |name: &str| scores.iter().find(|s| s.placement == name);
+    let (Some(start), Some(middle), Some(end)) = (at("start"), at("middle"), at("end")) else {
+        return Outcome {
+            value: None,
+            computed: format!("{LOST_IN_MIDDLE} lacks a start, middle or end score"),
+            status: Status::NeedsData,
+            note: "Needs the committed run (bash scripts/gen_real_lost_in_middle.sh).".into(),
+        };
+    };
+    let (z_start, z_end) = (
+        gap_in_standard_errors(start, middle),
+        gap_in_standard_errors(end, middle),
+    );
+    let shown = z_start > Z_95 && z_end > Z_95;
+    let computed = format!(
+        "SmolLM2-135M-Instruct, prompts of {shortest}–{longest} tokens: start {}/{}, middle {}/{}, end {}/{}; start − middle = {z_start:.1} and end − middle = {z_end:.1} pooled standard errors (U-shape needs both > {Z_95})",
+        start.correct, start.trials, middle.correct, middle.trials, end.correct, end.trials
+    );
+    let note = if shown {
+        "Reproduced: both ends beat the middle by more than the binomial noise of this many trials."
+    } else {
+        "No U-shape beyond the binomial noise of this many trials on a 135M instruct model."
+    };
+    super::at_small_scale(
+        z_start.min(z_end),
+        computed,
+        shown,
+        note,
+        "the exercise names Qwen2.5-0.5B and documents of 10,000 tokens; a model of that size, run at that length with more trials, would settle it.",
+    )
 }
 
 pub const ENTRIES: &[Entry] = &[
@@ -321,5 +420,12 @@ pub const ENTRIES: &[Entry] = &[
         statement: "low embedding norm marks glitch tokens — precision of the norm screen against the verified set",
         stated: "screen works",
         compute: real_glitch_norm_screen,
+    },
+    Entry {
+        id: "real.lost_in_middle",
+        section: "S1 §2, ex. 2",
+        statement: "S1 exercise 2 on SmolLM2-135M-Instruct: accuracy with the key sentence at the start, middle and end",
+        stated: "U-shape",
+        compute: real_lost_in_middle,
     },
 ];

@@ -106,7 +106,7 @@ pub struct Report {
 /// document and question, followed by the assistant's header: Qwen3 models get their
 /// template's `enable_thinking=false` (an empty think block, so the answer comes first);
 /// Qwen2 / Qwen2.5 templates have no thinking switch and, given a system message, render
-/// the same ChatML as Qwen3's without it.
+/// the same ChatML as Qwen3's without it — as does SmolLM2's own template (`llama`).
 pub fn prompt_text(trial: &Trial, chat: bool, model_type: &str) -> Result<String> {
     let user = format!("{}\n\n{}", trial.document, trial.question);
     if !chat {
@@ -114,7 +114,7 @@ pub fn prompt_text(trial: &Trial, chat: bool, model_type: &str) -> Result<String
     }
     let opts = ChatOptions {
         add_generation_prompt: true,
-        enable_thinking: (model_type != "qwen2").then_some(false),
+        enable_thinking: model_type.starts_with("qwen3").then_some(false),
     };
     render(
         &[

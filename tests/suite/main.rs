@@ -43,6 +43,7 @@ mod qwen2_transformers;
 mod qwen3_transformers;
 mod real_evidence;
 mod real_extrapolation;
+mod real_model;
 mod real_models_chat;
 mod real_models_logits;
 mod real_models_tokenizer;

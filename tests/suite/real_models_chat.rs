@@ -17,28 +17,16 @@
 //! Without the model files these tests say what they skip and how to fetch them
 //! (`bash scripts/get-real-models.sh`).
 
+use crate::real_model::real_model_path;
 use llm_anatomy::chat::Message;
 use llm_anatomy::chat::jinja::render_gguf_chat;
 use llm_anatomy::qwen3::generate::{Prompt, TextRequest, gguf_prompt};
 use llm_anatomy::qwen3::{self, Model, Sampling};
 use llm_anatomy::tokenizer::gguf_vocab;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The model file, or `None` after one line saying what is skipped and how to fetch it.
-fn model_path(file: &str, test: &str) -> Option<PathBuf> {
-    let path = root().join("target/real-models").join(file);
-    if path.is_file() {
-        return Some(path);
-    }
-    eprintln!(
-        "skipped {test}: {} is absent (fetch it with `bash scripts/get-real-models.sh`)",
-        path.display()
-    );
-    None
 }
 
 const SMOLLM2: &str = "smollm2-135m-instruct-q4_1.gguf";
@@ -46,7 +34,7 @@ const GEMMA3: &str = "gemma3-270m-q4_k_m.gguf";
 
 #[test]
 fn smollm2_template_renders_as_jinja2() {
-    let Some(path) = model_path(SMOLLM2, "smollm2_template_renders_as_jinja2") else {
+    let Some(path) = real_model_path(SMOLLM2, "smollm2_template_renders_as_jinja2") else {
         return;
     };
     let vocab = gguf_vocab::open(&path).unwrap();
@@ -76,7 +64,7 @@ fn smollm2_template_renders_as_jinja2() {
 #[test]
 fn gemma3_has_no_template_and_prompts_start_with_its_bos() {
     let test = "gemma3_has_no_template_and_prompts_start_with_its_bos";
-    let Some(path) = model_path(GEMMA3, test) else {
+    let Some(path) = real_model_path(GEMMA3, test) else {
         return;
     };
     let vocab = gguf_vocab::open(&path).unwrap();
@@ -122,7 +110,7 @@ fn ids_of(v: &serde_json::Value) -> Vec<u32> {
 #[test]
 fn smollm2_generate_chat_follows_llama_cpp_and_stops_at_its_end_token() {
     let test = "smollm2_generate_chat_follows_llama_cpp_and_stops_at_its_end_token";
-    let Some(path) = model_path(SMOLLM2, test) else {
+    let Some(path) = real_model_path(SMOLLM2, test) else {
         return;
     };
     let text = std::fs::read_to_string(root().join("data/real/chat-smollm2.json")).unwrap();
@@ -177,4 +165,30 @@ fn smollm2_generate_chat_follows_llama_cpp_and_stops_at_its_end_token() {
         vocab.eos,
         "stops at the file's eos"
     );
+}
+
+/// `anatomy lost-in-middle` on SmolLM2 wraps document and question in the file's own chat
+/// template: its prompt text equals the GGUF template's rendering of the same system and
+/// user turns.
+#[test]
+fn smollm2_lost_in_middle_prompt_is_the_files_template() {
+    use llm_anatomy::long_context::lost_in_middle::{Placement, build_trial};
+    use llm_anatomy::qwen3::lost_in_middle::{SYSTEM_PROMPT, prompt_text};
+    let test = "smollm2_lost_in_middle_prompt_is_the_files_template";
+    let Some(path) = real_model_path(SMOLLM2, test) else {
+        return;
+    };
+    let vocab = gguf_vocab::open(&path).unwrap();
+    let config = qwen3::open(&path).unwrap().0;
+    for placement in Placement::ALL {
+        let trial = build_trial(60, placement, 3);
+        let user = format!("{}\n\n{}", trial.document, trial.question);
+        let messages = [
+            Message::new("system", SYSTEM_PROMPT),
+            Message::new("user", &user),
+        ];
+        let want = render_gguf_chat(&path, &vocab, &messages, true).unwrap();
+        let got = prompt_text(&trial, true, &config.model_type).unwrap();
+        assert_eq!(got, want, "{placement:?}");
+    }
 }

@@ -13,10 +13,11 @@
 //! The model files are not in git: without them these tests say what they skip and how to
 //! fetch the files (`bash scripts/get-real-models.sh`).
 
+use crate::real_model::real_model_path;
 use llm_anatomy::chat::thinking::ThinkingBudget;
 use llm_anatomy::tokenizer::gguf_vocab;
 use serde::Deserialize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 #[derive(Deserialize)]
 struct Fixture {
@@ -37,19 +38,6 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The model file, or `None` after one line saying what is skipped and how to fetch it.
-fn model_path(file: &str, test: &str) -> Option<PathBuf> {
-    let path = root().join("target/real-models").join(file);
-    if path.is_file() {
-        return Some(path);
-    }
-    eprintln!(
-        "skipped {test}: {} is absent (fetch it with `bash scripts/get-real-models.sh`)",
-        path.display()
-    );
-    None
-}
-
 fn fixture(name: &str) -> Fixture {
     let path = root().join(format!("data/real/tokenizer-{name}.json"));
     let text = std::fs::read_to_string(&path).expect("fixture");
@@ -58,7 +46,7 @@ fn fixture(name: &str) -> Fixture {
 
 /// Every case of the model's fixture: our ids and decoded bytes against llama.cpp's.
 fn check_against_llama_cpp(name: &str, file: &str, test: &str) {
-    let Some(path) = model_path(file, test) else {
+    let Some(path) = real_model_path(file, test) else {
         return;
     };
     let fx = fixture(name);
@@ -115,7 +103,7 @@ fn fixtures_belong_to_the_files() {
         ("smollm2", "smollm2-135m-instruct-q4_1.gguf"),
         ("gemma3", "gemma3-270m-q4_k_m.gguf"),
     ] {
-        let Some(path) = model_path(file, "fixtures_belong_to_the_files") else {
+        let Some(path) = real_model_path(file, "fixtures_belong_to_the_files") else {
             return;
         };
         let bytes = std::fs::read(&path).expect("model file");
@@ -129,7 +117,7 @@ fn fixtures_belong_to_the_files() {
 #[test]
 fn thinking_budget_names_the_missing_tag() {
     for file in ["smollm2-135m-instruct-q4_1.gguf", "gemma3-270m-q4_k_m.gguf"] {
-        let Some(path) = model_path(file, "thinking_budget_names_the_missing_tag") else {
+        let Some(path) = real_model_path(file, "thinking_budget_names_the_missing_tag") else {
             return;
         };
         let v = gguf_vocab::open(&path).expect("reads");
