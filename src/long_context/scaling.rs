@@ -111,6 +111,192 @@ fn check_theta(theta: f64, what: &str) -> Result<f64> {
     }
 }
 
+fn check_lengths(
+    head_dim: usize,
+    max_position_embeddings: Option<usize>,
+    what: &str,
+) -> Result<()> {
+    if head_dim < 2 || !head_dim.is_multiple_of(2) {
+        return Err(Error::field(
+            what,
+            "head_dim",
+            format!("must be even and ≥ 2, got {head_dim}"),
+        ));
+    }
+    limits::check(what, "field `head_dim`", head_dim as u128, limits::HEADS)?;
+    if let Some(m) = max_position_embeddings {
+        if m == 0 {
+            return Err(Error::field(
+                what,
+                "max_position_embeddings",
+                "must be at least 1",
+            ));
+        }
+        limits::check(
+            what,
+            "field `max_position_embeddings`",
+            m as u128,
+            limits::POSITIONS,
+        )?;
+    }
+    Ok(())
+}
+
+/// The object's `rope_type` (or older `type`), `"default"` when it has neither.
+fn rope_type<'a>(f: &Fields<'a>) -> Result<&'a str> {
+    f.raw("rope_type")
+        .or_else(|| f.raw("type"))
+        .map(|v| {
+            v.as_str().ok_or_else(|| {
+                Error::field(f.what(), "rope_type", format!("expected a string, got {v}"))
+            })
+        })
+        .transpose()
+        .map(|kind| kind.unwrap_or("default"))
+}
+
+/// The lengths and factor every schedule reads: the object's `factor`, the model's
+/// `max_position_embeddings`, and the original training length (the object's, else the
+/// model's).
+struct Lengths {
+    factor: Option<f64>,
+    max: Option<usize>,
+    original: Option<usize>,
+}
+
+impl Lengths {
+    fn original(&self, f: &Fields) -> Result<usize> {
+        self.original.ok_or_else(|| {
+            f.error(
+                "original_max_position_embeddings",
+                "missing (and no max_position_embeddings to default to)",
+            )
+        })
+    }
+}
+
+/// The schedule of rope type `kind`, read from `f`; `planes` is the rotary planes' count.
+fn read_scaling(kind: &str, f: &Fields, lengths: &Lengths, planes: usize) -> Result<RopeScaling> {
+    Ok(match kind {
+        "default" => RopeScaling::Default,
+        "linear" => RopeScaling::Linear {
+            factor: f.req_positive_f64("factor")?,
+        },
+        "dynamic" => {
+            if lengths.max.is_none() {
+                return Err(f.error(
+                    "max_position_embeddings",
+                    "dynamic NTK needs the model's max_position_embeddings",
+                ));
+            }
+            RopeScaling::Dynamic {
+                factor: f.req_positive_f64("factor")?,
+            }
+        }
+        "yarn" => RopeScaling::Yarn(read_yarn(f, lengths)?),
+        "llama3" => RopeScaling::Llama3(read_llama3(f, lengths)?),
+        "longrope" | "su" => RopeScaling::LongRope(read_longrope(f, lengths, planes)?),
+        "proportional" => RopeScaling::Proportional {
+            factor: match lengths.factor {
+                Some(_) => f.req_positive_f64("factor")?,
+                None => 1.0,
+            },
+        },
+        other => {
+            return Err(f.error(
+                "rope_type",
+                format!(
+                    "unknown rope type {other:?} (known: default, linear, dynamic, yarn, llama3, longrope, proportional)"
+                ),
+            ));
+        }
+    })
+}
+
+fn read_yarn(f: &Fields, lengths: &Lengths) -> Result<Yarn> {
+    let original = lengths.original(f)?;
+    // transformers requires the key; only an explicit `null` (DeepSeek style) means
+    // "max_position_embeddings / original_max_position_embeddings".
+    let factor = match (f.raw("factor"), lengths.factor) {
+        (None, _) => return Err(f.error("factor", "missing")),
+        (Some(_), Some(_)) => f.req_positive_f64("factor")?,
+        (Some(_), None) => match lengths.max {
+            Some(m) => m as f64 / original as f64,
+            None => {
+                return Err(f.error(
+                    "factor",
+                    "null needs max_position_embeddings to take the ratio from",
+                ));
+            }
+        },
+    };
+    let nonzero = |v: Option<f64>| v.filter(|x| *x != 0.0);
+    Ok(Yarn {
+        factor,
+        original_max_position_embeddings: original,
+        beta_fast: nonzero(f.opt_f64("beta_fast")?).unwrap_or(32.0),
+        beta_slow: nonzero(f.opt_f64("beta_slow")?).unwrap_or(1.0),
+        mscale: f.opt_f64("mscale")?,
+        mscale_all_dim: f.opt_f64("mscale_all_dim")?,
+        attention_factor: opt_positive(f, "attention_factor")?,
+        truncate: f.opt_bool("truncate")?.unwrap_or(true),
+    })
+}
+
+fn read_llama3(f: &Fields, lengths: &Lengths) -> Result<Llama3> {
+    let l = Llama3 {
+        factor: f.req_positive_f64("factor")?,
+        low_freq_factor: f.req_positive_f64("low_freq_factor")?,
+        high_freq_factor: f.req_positive_f64("high_freq_factor")?,
+        original_max_position_embeddings: lengths.original(f)?,
+    };
+    // The smooth band divides by their difference.
+    if l.high_freq_factor == l.low_freq_factor {
+        return Err(f.error(
+            "high_freq_factor",
+            "must differ from low_freq_factor (the blend divides by their difference)",
+        ));
+    }
+    Ok(l)
+}
+
+fn read_longrope(f: &Fields, lengths: &Lengths, planes: usize) -> Result<LongRope> {
+    let original = lengths.original(f)?;
+    let factor = match (lengths.factor, lengths.max) {
+        (Some(f), _) => f,
+        (None, Some(m)) => m as f64 / original as f64,
+        (None, None) => return Err(f.error("factor", "missing")),
+    };
+    if !(factor.is_finite() && factor > 0.0) {
+        return Err(f.error("factor", format!("must be a positive number, got {factor}")));
+    }
+    Ok(LongRope {
+        short_factor: plane_factors(f, "short_factor", planes)?,
+        long_factor: plane_factors(f, "long_factor", planes)?,
+        factor,
+        attention_factor: opt_positive(f, "attention_factor")?,
+        original_max_position_embeddings: original,
+    })
+}
+
+/// LongRoPE's list `key`: one positive factor per rotary plane.
+fn plane_factors(f: &Fields, key: &str, planes: usize) -> Result<Vec<f64>> {
+    let v = f.req_f64_list(key)?;
+    if let Some((i, x)) = v.iter().enumerate().find(|(_, x)| x.is_nan() || **x <= 0.0) {
+        return Err(f.error(
+            key,
+            format!("factor {i} is {x}; every factor must be a positive number"),
+        ));
+    }
+    if v.len() != planes {
+        return Err(f.error(
+            key,
+            format!("{} factors given for {planes} rotary planes", v.len()),
+        ));
+    }
+    Ok(v)
+}
+
 impl RopeConfig {
     /// Builds a config from a head dimension, a base, an optional Hugging Face
     /// `rope_scaling` / `rope_parameters` object (`"type"` or `"rope_type"` key) and the
@@ -122,29 +308,7 @@ impl RopeConfig {
         max_position_embeddings: Option<usize>,
         what: &str,
     ) -> Result<Self> {
-        if head_dim < 2 || !head_dim.is_multiple_of(2) {
-            return Err(Error::field(
-                what,
-                "head_dim",
-                format!("must be even and ≥ 2, got {head_dim}"),
-            ));
-        }
-        limits::check(what, "field `head_dim`", head_dim as u128, limits::HEADS)?;
-        if let Some(m) = max_position_embeddings {
-            if m == 0 {
-                return Err(Error::field(
-                    what,
-                    "max_position_embeddings",
-                    "must be at least 1",
-                ));
-            }
-            limits::check(
-                what,
-                "field `max_position_embeddings`",
-                m as u128,
-                limits::POSITIONS,
-            )?;
-        }
+        check_lengths(head_dim, max_position_embeddings, what)?;
         let mut cfg = RopeConfig {
             theta: check_theta(theta, what)?,
             head_dim,
@@ -164,165 +328,36 @@ impl RopeConfig {
             ));
         }
         let f = Fields::new(what, obj);
-        // transformers 5 keeps the base inside `rope_parameters`; there it wins.
+        cfg.read_base(&f)?;
+        let kind = rope_type(&f)?;
+        let lengths = Lengths {
+            factor: f.opt_f64("factor")?,
+            max: max_position_embeddings,
+            original: f
+                .opt_whole("original_max_position_embeddings")?
+                .or(max_position_embeddings),
+        };
+        cfg.scaling = read_scaling(kind, &f, &lengths, cfg.rotary_dim() / 2)?;
+        cfg.check_frequencies(what)?;
+        Ok(cfg)
+    }
+
+    /// The base and the rotating fraction a `rope_parameters` object may carry
+    /// (transformers 5 keeps the base there, and there it wins).
+    fn read_base(&mut self, f: &Fields) -> Result<()> {
         if let Some(t) = f.opt_f64("rope_theta")? {
-            cfg.theta = check_theta(t, what)?;
+            self.theta = check_theta(t, f.what())?;
         }
         if let Some(p) = f.opt_f64("partial_rotary_factor")? {
             if !(p > 0.0 && p <= 1.0) {
-                return Err(Error::field(
-                    what,
+                return Err(f.error(
                     "partial_rotary_factor",
                     format!("must be in (0, 1], got {p}"),
                 ));
             }
-            cfg.partial_rotary_factor = p;
+            self.partial_rotary_factor = p;
         }
-        let kind = f
-            .raw("rope_type")
-            .or_else(|| f.raw("type"))
-            .map(|v| {
-                v.as_str().ok_or_else(|| {
-                    Error::field(what, "rope_type", format!("expected a string, got {v}"))
-                })
-            })
-            .transpose()?
-            .unwrap_or("default");
-        let factor = f.opt_f64("factor")?;
-        let original = f
-            .opt_whole("original_max_position_embeddings")?
-            .or(max_position_embeddings);
-        let need_original = || {
-            original.ok_or_else(|| {
-                Error::field(
-                    what,
-                    "original_max_position_embeddings",
-                    "missing (and no max_position_embeddings to default to)",
-                )
-            })
-        };
-        cfg.scaling = match kind {
-            "default" => RopeScaling::Default,
-            "linear" => RopeScaling::Linear {
-                factor: f.req_positive_f64("factor")?,
-            },
-            "dynamic" => {
-                if max_position_embeddings.is_none() {
-                    return Err(Error::field(
-                        what,
-                        "max_position_embeddings",
-                        "dynamic NTK needs the model's max_position_embeddings",
-                    ));
-                }
-                RopeScaling::Dynamic {
-                    factor: f.req_positive_f64("factor")?,
-                }
-            }
-            "yarn" => {
-                let original = need_original()?;
-                // transformers requires the key; only an explicit `null` (DeepSeek style)
-                // means "max_position_embeddings / original_max_position_embeddings".
-                let factor = match (f.raw("factor"), factor) {
-                    (None, _) => return Err(f.error("factor", "missing")),
-                    (Some(_), Some(_)) => f.req_positive_f64("factor")?,
-                    (Some(_), None) => match max_position_embeddings {
-                        Some(m) => m as f64 / original as f64,
-                        None => {
-                            return Err(Error::field(
-                                what,
-                                "factor",
-                                "null needs max_position_embeddings to take the ratio from",
-                            ));
-                        }
-                    },
-                };
-                let nonzero = |v: Option<f64>| v.filter(|x| *x != 0.0);
-                RopeScaling::Yarn(Yarn {
-                    factor,
-                    original_max_position_embeddings: original,
-                    beta_fast: nonzero(f.opt_f64("beta_fast")?).unwrap_or(32.0),
-                    beta_slow: nonzero(f.opt_f64("beta_slow")?).unwrap_or(1.0),
-                    mscale: f.opt_f64("mscale")?,
-                    mscale_all_dim: f.opt_f64("mscale_all_dim")?,
-                    attention_factor: opt_positive(&f, "attention_factor")?,
-                    truncate: f.opt_bool("truncate")?.unwrap_or(true),
-                })
-            }
-            "llama3" => {
-                let l = Llama3 {
-                    factor: f.req_positive_f64("factor")?,
-                    low_freq_factor: f.req_positive_f64("low_freq_factor")?,
-                    high_freq_factor: f.req_positive_f64("high_freq_factor")?,
-                    original_max_position_embeddings: need_original()?,
-                };
-                // The smooth band divides by their difference.
-                if l.high_freq_factor == l.low_freq_factor {
-                    return Err(f.error(
-                        "high_freq_factor",
-                        "must differ from low_freq_factor (the blend divides by their difference)",
-                    ));
-                }
-                RopeScaling::Llama3(l)
-            }
-            "longrope" | "su" => {
-                let original = need_original()?;
-                let factor = match (factor, max_position_embeddings) {
-                    (Some(f), _) => f,
-                    (None, Some(m)) => m as f64 / original as f64,
-                    (None, None) => return Err(Error::field(what, "factor", "missing")),
-                };
-                let planes = cfg.rotary_dim() / 2;
-                let list = |key: &str| -> Result<Vec<f64>> {
-                    let v = f.req_f64_list(key)?;
-                    if let Some((i, x)) =
-                        v.iter().enumerate().find(|(_, x)| x.is_nan() || **x <= 0.0)
-                    {
-                        return Err(f.error(
-                            key,
-                            format!("factor {i} is {x}; every factor must be a positive number"),
-                        ));
-                    }
-                    if v.len() == planes {
-                        Ok(v)
-                    } else {
-                        Err(Error::field(
-                            what,
-                            key,
-                            format!("{} factors given for {planes} rotary planes", v.len()),
-                        ))
-                    }
-                };
-                if !(factor.is_finite() && factor > 0.0) {
-                    return Err(
-                        f.error("factor", format!("must be a positive number, got {factor}"))
-                    );
-                }
-                RopeScaling::LongRope(LongRope {
-                    short_factor: list("short_factor")?,
-                    long_factor: list("long_factor")?,
-                    factor,
-                    attention_factor: opt_positive(&f, "attention_factor")?,
-                    original_max_position_embeddings: original,
-                })
-            }
-            "proportional" => RopeScaling::Proportional {
-                factor: match factor {
-                    Some(_) => f.req_positive_f64("factor")?,
-                    None => 1.0,
-                },
-            },
-            other => {
-                return Err(Error::field(
-                    what,
-                    "rope_type",
-                    format!(
-                        "unknown rope type {other:?} (known: default, linear, dynamic, yarn, llama3, longrope, proportional)"
-                    ),
-                ));
-            }
-        };
-        cfg.check_frequencies(what)?;
-        Ok(cfg)
+        Ok(())
     }
 
     /// Computes the frequencies once at initialisation and once past the original length

@@ -4,8 +4,11 @@
 //! weights within the error its arithmetic allows. The paths that ran are printed
 //! (`cargo test --test suite kernel_dispatch:: -- --nocapture`).
 
-use llm_anatomy::kernels::policy::{Bf16Mode, Policy, QuantActs, Switches, cpu, with_policy};
-use llm_anatomy::kernels::{Matrix, dispatch};
+use llm_anatomy::kernels::dispatch::{self, GroupedKernel};
+use llm_anatomy::kernels::policy::{
+    Bf16Mode, CpuFeatures, Policy, QuantActs, Switches, cpu, with_policy,
+};
+use llm_anatomy::kernels::{Group, Matrix, matmul_grouped};
 use llm_anatomy::quant::{GgmlType, dequantize, quantize};
 
 const ROWS: usize = 40;
@@ -61,6 +64,14 @@ fn paths() -> Vec<Path> {
     };
     vec![
         path(
+            "portable",
+            Switches {
+                portable_matmul: true,
+                ..base
+            },
+            InputError::None,
+        ),
+        path(
             "avx2 f32",
             Switches {
                 no_avx512: true,
@@ -107,7 +118,7 @@ fn paths() -> Vec<Path> {
 
 /// Whether `policy` is what `asked` wanted (the CPU may lack a path: then it is skipped).
 fn granted(policy: &Policy, asked: &Switches) -> bool {
-    policy.avx512() != asked.no_avx512
+    (asked.portable_matmul || policy.avx512() != asked.no_avx512)
         && (asked.quant_activations != QuantActs::All
             || policy.vnni() != (asked.no_vnni || asked.no_avx512))
         && policy.bf16() == asked.bf16_activations
@@ -190,21 +201,32 @@ fn check(name: &str, ty: GgmlType, w: &[f32], xs: &[f32], out: &[f32], err: Inpu
     }
 }
 
+const TYPES: [GgmlType; 11] = [
+    GgmlType::F32,
+    GgmlType::Bf16,
+    GgmlType::F16,
+    GgmlType::Q8_0,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];
+
+/// Whether `path` applies to weights of type `ty`: the int8 paths only to block formats,
+/// the bf16 modes only to bf16.
+fn applies(path: &Path, ty: GgmlType) -> bool {
+    let is_block = !matches!(ty, GgmlType::F32 | GgmlType::Bf16 | GgmlType::F16);
+    let bf16_path = path.switches.bf16_activations.is_some();
+    !((matches!(path.input_error, InputError::Int8) && !is_block)
+        || (bf16_path && ty != GgmlType::Bf16))
+}
+
 #[test]
 fn every_path_this_cpu_has_agrees_with_the_dequantised_product() {
-    let types = [
-        GgmlType::F32,
-        GgmlType::Bf16,
-        GgmlType::F16,
-        GgmlType::Q8_0,
-        GgmlType::Q4_0,
-        GgmlType::Q4_1,
-        GgmlType::Q5_0,
-        GgmlType::Q5_1,
-        GgmlType::Q4_K,
-        GgmlType::Q5_K,
-        GgmlType::Q6_K,
-    ];
+    let types = TYPES;
     println!("cpu: {:?}", cpu());
     for ty in types {
         println!("{}: {}", ty.name(), dispatch::names(ty, cpu()).join(", "));
@@ -217,12 +239,7 @@ fn every_path_this_cpu_has_agrees_with_the_dequantised_product() {
             continue;
         }
         for (seed, ty) in (3..).zip(types) {
-            let is_block = !matches!(ty, GgmlType::F32 | GgmlType::Bf16 | GgmlType::F16);
-            let bf16_path = path.switches.bf16_activations.is_some();
-            // The int8 paths run only for block formats, the bf16 modes only for bf16.
-            if (matches!(path.input_error, InputError::Int8) && !is_block)
-                || (bf16_path && ty != GgmlType::Bf16)
-            {
+            if !applies(&path, ty) {
                 continue;
             }
             let w = Weights::new(ty, seed);
@@ -261,4 +278,157 @@ fn a_forced_policy_changes_the_path_and_is_deterministic() {
     assert_ne!(int8, f32_path);
     assert_eq!(int8, run(QuantActs::All));
     assert_eq!(f32_path, run(QuantActs::Off));
+}
+
+/// The kernel family `dispatch::select` should name for `path` (on the types it applies
+/// to) and groups of `tokens` rows (the bf16 split mode only while no group takes panels).
+fn expected_kernel(path: &Path, tokens: &[usize]) -> &'static str {
+    let sw = path.switches;
+    if sw.portable_matmul {
+        "Portable"
+    } else if matches!(path.input_error, InputError::Int8) {
+        "Int8"
+    } else if sw.bf16_activations == Some(Bf16Mode::Round)
+        || (sw.bf16_activations.is_some() && tokens.iter().all(|&n| n < 40))
+    {
+        "NativeBf16"
+    } else {
+        "F32Tiles"
+    }
+}
+
+fn family(kernel: GroupedKernel) -> &'static str {
+    match kernel {
+        GroupedKernel::Portable => "Portable",
+        GroupedKernel::F32Tiles => "F32Tiles",
+        GroupedKernel::Int8 { .. } => "Int8",
+        GroupedKernel::NativeBf16(_) => "NativeBf16",
+    }
+}
+
+/// Each grouped path this CPU has, forced through the policy: `select` names the kernel
+/// the path asks for, and a grouped matmul over three matrices (empty groups, decode,
+/// small groups, groups that take the panels) equals, group by group, the f64 product of
+/// its matrix's dequantised weights within the path's bound.
+#[test]
+fn every_grouped_path_agrees_with_the_dequantised_product() {
+    let shapes: [&[usize]; 4] = [&[1], &[3, 0, 1], &[20, 2], &[0, 5, 17, 45, 1]];
+    let mut ran = Vec::new();
+    for path in paths() {
+        let policy = Policy::new(cpu(), path.switches);
+        if !granted(&policy, &path.switches) {
+            continue;
+        }
+        for (seed, ty) in (40..).zip(TYPES) {
+            if !applies(&path, ty) {
+                continue;
+            }
+            let ws: Vec<Weights> = (0..3).map(|k| Weights::new(ty, seed * 3 + k)).collect();
+            for shape in shapes {
+                let plan =
+                    dispatch::select(ty, &policy, policy.avx512(), COLS, shape.iter().copied());
+                assert_eq!(
+                    family(plan.kernel),
+                    expected_kernel(&path, shape),
+                    "{}, {}, groups {shape:?}: {plan:?}",
+                    path.name,
+                    ty.name()
+                );
+                let mut groups = Vec::new();
+                let mut first = 0;
+                for (k, &n) in shape.iter().enumerate() {
+                    groups.push(Group {
+                        matrix: k % 3,
+                        first_in: first,
+                        n,
+                        first_out: first,
+                    });
+                    first += n;
+                }
+                let xs = values(first * COLS, first as u64 + 7, 1.0);
+                let mut out = vec![0.0f32; first * ROWS];
+                with_policy(policy, || {
+                    matmul_grouped(|m| ws[m].matrix(), &groups, &xs, &mut out)
+                });
+                for g in &groups {
+                    let x = &xs[g.first_in * COLS..(g.first_in + g.n) * COLS];
+                    let o = &out[g.first_out * ROWS..(g.first_out + g.n) * ROWS];
+                    check(path.name, ty, &ws[g.matrix].wide, x, o, path.input_error);
+                }
+            }
+            ran.push(format!("{} × {}", path.name, ty.name()));
+        }
+    }
+    println!("grouped paths run: {}", ran.join(", "));
+    assert!(ran.iter().any(|r| r.starts_with("portable")));
+}
+
+/// The dispatch table as `select` reads it, for the instruction sets a CPU may have (the
+/// default switches; `ANATOMY_BF16_ACTIVATIONS` adds the native bf16 kernels), printed as
+/// a markdown table: `cargo test --test suite kernel_dispatch::the_table -- --nocapture`.
+#[test]
+fn the_table_names_a_kernel_for_every_type_and_isa() {
+    let avx2 = CpuFeatures {
+        avx2: true,
+        fma: true,
+        f16c: true,
+        ..CpuFeatures::default()
+    };
+    let avx512 = CpuFeatures {
+        avx512f: true,
+        avx512bw: true,
+        avx512vl: true,
+        ..avx2
+    };
+    let vnni = CpuFeatures {
+        avx512vnni: true,
+        avx512bf16: true,
+        ..avx512
+    };
+    let isas = [
+        ("no SIMD", CpuFeatures::default()),
+        ("AVX2", avx2),
+        ("AVX-512", avx512),
+        ("AVX-512 VNNI+BF16", vnni),
+    ];
+    let name = |cpu: CpuFeatures, ty: GgmlType, n: usize| {
+        let policy = Policy::new(cpu, Switches::default());
+        let plan = dispatch::select_on(cpu, ty, &policy, policy.avx512(), COLS, [n].into_iter());
+        let kernel = match plan.kernel {
+            GroupedKernel::Int8 { tiles, vnni, .. } => {
+                let vnni = vnni
+                    && dispatch::kernels(ty)
+                        .vnni_from_tokens
+                        .is_some_and(|m| n >= m);
+                match (vnni, tiles, n) {
+                    (true, _, _) => "int8 vnni",
+                    (false, true, 1) => "int8 avx2 decode rows",
+                    (false, true, _) => "int8 avx2 tiles",
+                    (false, false, _) if cpu.avx2 => "int8 avx2 row dot",
+                    (false, false, _) => "int8 reference dot",
+                }
+            }
+            GroupedKernel::NativeBf16(_) => "bf16 native",
+            GroupedKernel::Portable => "portable f32 dot",
+            GroupedKernel::F32Tiles if n >= plan.panel_min_tokens => "f32 outer-product panels",
+            GroupedKernel::F32Tiles if plan.avx512 => "f32 avx512 tiles",
+            GroupedKernel::F32Tiles if cpu.avx2_fma() => "f32 avx2 tiles",
+            GroupedKernel::F32Tiles => "portable f32 dot",
+        };
+        assert!(!kernel.is_empty());
+        kernel
+    };
+    println!("| type | ISA | decode (1 token) | group of 8 | group of 64 |");
+    println!("|---|---|---|---|---|");
+    for ty in TYPES {
+        for (isa, cpu) in isas {
+            println!(
+                "| {} | {isa} | {} | {} | {} |",
+                ty.name(),
+                name(cpu, ty, 1),
+                name(cpu, ty, 8),
+                name(cpu, ty, 64)
+            );
+        }
+    }
 }
