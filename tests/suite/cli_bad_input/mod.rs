@@ -158,7 +158,7 @@ fn garbage_json_in_header_and_config() {
 fn tensor_missing_wrong_shape_wrong_dtype() {
     // (tensor, its header entry's field set to a value or removed, words of the message);
     // the transposed shape keeps the same bytes: [32, 24] claimed as [24, 32].
-    let cases: [(&str, Option<(&str, Value)>, &str); 5] = [
+    let cases = [
         ("model.layers.1.self_attn.k_norm.weight", None, "missing"),
         (
             "model.layers.2.mlp.experts.5.up_proj.weight",
