@@ -337,7 +337,6 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
             .probe_mb
             .map_or(defaults.stream_bytes, |mb| mb.saturating_mul(1 << 20)),
         cover_llc: args.probe_mb.is_none(),
-        ..defaults
     };
     let report = bench_lib::run(&args.model_dir, &opts)?;
     if args.json {
