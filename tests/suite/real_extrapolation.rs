@@ -135,3 +135,19 @@ fn figure_draws_from_the_runs() {
         std::fs::write(root().join("figures/real_extrapolation.svg"), &svg).unwrap();
     }
 }
+
+/// Attention is causal, so the first L positions of a 2L run score as the L run does.
+#[test]
+fn a_longer_run_scores_its_first_positions_as_the_shorter_one() {
+    let runs = rx::runs().unwrap();
+    let l = runs[0].trained_context;
+    let (Some(short), Some(long)) = (
+        rx::find(&runs, "none", None, l),
+        rx::find(&runs, "none", None, 2 * l),
+    ) else {
+        return;
+    };
+    let (a, b) = (short.bucket(0).unwrap(), long.bucket(0).unwrap());
+    assert_eq!(a.count, b.count);
+    assert!((a.mean - b.mean).abs() < 1e-4, "{} vs {}", a.mean, b.mean);
+}
