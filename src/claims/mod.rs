@@ -226,8 +226,8 @@ mod position;
 mod quant;
 mod qwen3;
 pub mod real;
-pub mod real_kl;
 pub mod real_extrapolation;
+pub mod real_kl;
 mod tokenizer;
 mod train_context;
 mod train_dynamics;
@@ -245,8 +245,8 @@ pub const ENTRIES: &[&[Entry]] = &[
     train_dynamics::ENTRIES,
     train_context::ENTRIES,
     real::ENTRIES,
-    real_kl::ENTRIES,
     real_extrapolation::ENTRIES,
+    real_kl::ENTRIES,
 ];
 
 /// Seeded N(0, 1) vector of length `n` (inputs of the numeric checks).
