@@ -80,6 +80,8 @@ const GEMMA3_SLIDING_WINDOW_PATTERN: usize = 6;
 /// A metadata value as the file holds it, for messages (`NaN`, `inf`, `-64`, `64.7`).
 fn shown(v: &MetaValue) -> String {
     match v {
+        MetaValue::F32(x) if long_digits(f64::from(*x)) => format!("{x:e}"),
+        MetaValue::F64(x) if long_digits(*x) => format!("{x:e}"),
         MetaValue::F32(x) => format!("{x}"),
         MetaValue::F64(x) => format!("{x}"),
         MetaValue::Str(s) => format!("{s:?}"),
@@ -91,6 +93,11 @@ fn shown(v: &MetaValue) -> String {
             .or_else(|| other.as_f64().map(|x| x.to_string()))
             .unwrap_or_else(|| other.type_name().into()),
     }
+}
+
+/// Whether plain digits would run long (`1e-38`, not 38 zeros); `64.7` and `NaN` stay.
+fn long_digits(x: f64) -> bool {
+    x != 0.0 && x.is_finite() && !(1e-4..1e16).contains(&x.abs())
 }
 
 /// A count key: a non-negative integer (a float, even a whole one, or a negative is refused).
@@ -271,7 +278,7 @@ pub fn config_from_metadata(
     }
     cfg.insert("eos_token_id".into(), json!(eos));
 
-    Qwen3Config::from_json(&Value::Object(cfg), &what).map_err(|e| match e {
+    let config = Qwen3Config::from_json(&Value::Object(cfg), &what).map_err(|e| match e {
         Error::Field {
             what,
             field,
@@ -284,8 +291,50 @@ pub fn config_from_metadata(
                 problem,
             },
         },
+        Error::NonFinite { detail, .. } => rope_table_error(&detail, &get, &key, &what),
         other => other,
-    })
+    })?;
+    if let Err(e) = config.rope.init(Some(config.max_position_embeddings)) {
+        return Err(rope_table_error(&e.to_string(), &get, &key, &what));
+    }
+    Ok(config)
+}
+
+/// The GGUF keys (after `{arch}.`) that shape the RoPE table.
+const ROPE_KEYS: &[&str] = &[
+    "rope.freq_base",
+    "rope.scaling.factor",
+    "rope.scaling.original_context_length",
+    "rope.scaling.yarn_beta_fast",
+    "rope.scaling.yarn_beta_slow",
+    "rope.scaling.yarn_attn_factor",
+    "context_length",
+];
+
+/// Values that are each in range can still give a table that is not (a YaRN factor of
+/// 1e-38 makes inv_freq 1e34, which overflows at the context length); `Model::new` would
+/// refuse it as "RoPE", so the reader builds the table for the whole context first and
+/// names the keys that set it, with their values.
+fn rope_table_error<'a>(
+    problem: &str,
+    get: &impl Fn(&str) -> Option<&'a MetaValue>,
+    key: &impl Fn(&str) -> String,
+    what: &str,
+) -> Error {
+    let set: Vec<String> = ROPE_KEYS
+        .iter()
+        .filter_map(|suffix| get(&key(suffix)).map(|v| format!("{} = {}", key(suffix), shown(v))))
+        .collect();
+    let field = if set.is_empty() {
+        key("rope.freq_base")
+    } else {
+        set.join(", ")
+    };
+    Error::field(
+        what,
+        field,
+        format!("these give a RoPE table that is not finite: {problem}"),
+    )
 }
 
 /// What the `llama` and `gemma3` keys add: the rotated dimensions must be the whole head

@@ -286,3 +286,32 @@ fn params_of_real_gguf_count_the_files_tensors() {
         assert_eq!(report.params.total, stored, "{file}");
     }
 }
+
+/// The fuzz-found metadata (fuzz/artifacts/gguf_config/crash-a0d9…): Qwen3-30B-A3B's keys
+/// with YaRN, a factor of 2.35e-38 and no `context_length`. Every value is in range; the
+/// table is not (inv_freq 1.29e34), and the reader names the keys that set it.
+#[test]
+fn a_gguf_rope_table_out_of_range_names_its_keys() {
+    let mut v = load("qwen3-30b-a3b.json");
+    v["rope_scaling"] =
+        json!({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768});
+    let cfg = Qwen3Config::from_json(&v, "qwen3-30b-a3b.json").unwrap();
+    let factor = f64::from_le_bytes([0x09, 0x0a, 0x6f, 0x00, 0x0a, 0x74, 0x21, 0x38]);
+    let mut meta: Vec<(String, MetaValue)> = gguf_metadata(&cfg)
+        .into_iter()
+        .filter(|(k, _)| k != "qwen3moe.context_length")
+        .collect();
+    for (k, value) in &mut meta {
+        if k == "qwen3moe.rope.scaling.factor" {
+            *value = MetaValue::F64(factor);
+        }
+    }
+    let e = config_from_metadata(Path::new("m.gguf"), &meta, &[])
+        .unwrap_err()
+        .to_string();
+    let needle = format!("qwen3moe.rope.scaling.factor = {factor:e}");
+    assert!(
+        e.contains("m.gguf") && e.contains(&needle) && e.contains("inv_freq"),
+        "{e}"
+    );
+}

@@ -614,3 +614,56 @@ fn a_gguf_header_of_tiny_keys_is_refused_before_it_fills_memory() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The MoE GGUF fixture rewritten with each of `keys` set (replaced, or added when absent).
+fn gguf_with_keys(path: &Path, keys: &[(&str, llm_anatomy::gguf::MetaValue)]) {
+    use llm_anatomy::gguf::{Gguf, GgufWriter};
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf_models/moe/q8_0.gguf");
+    let g = Gguf::open(&src).unwrap();
+    let mut metadata: Vec<_> = g
+        .metadata()
+        .iter()
+        .filter(|(k, _)| !keys.iter().any(|(key, _)| key == k))
+        .cloned()
+        .collect();
+    metadata.extend(keys.iter().map(|(k, v)| (k.to_string(), v.clone())));
+    let infos = g
+        .tensors()
+        .iter()
+        .map(|t| (t.name.clone(), t.dims.clone(), t.ty))
+        .collect();
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = GgufWriter::new(file, metadata, infos, g.alignment()).unwrap();
+    for t in g.tensors() {
+        w.write_tensor(&t.name, g.data(t)).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+#[test]
+fn a_rope_table_that_overflows_names_the_gguf_keys_that_set_it() {
+    use llm_anatomy::gguf::MetaValue;
+    let dir = gguf_dir("rope-table");
+    let file = dir.join("tiny-factor.gguf");
+    // Each value is finite and positive; together they make YaRN's inv_freq 1e34 or more.
+    gguf_with_keys(
+        &file,
+        &[
+            ("qwen3moe.rope.scaling.type", MetaValue::Str("yarn".into())),
+            ("qwen3moe.rope.scaling.factor", MetaValue::F32(1e-38)),
+            (
+                "qwen3moe.rope.scaling.original_context_length",
+                MetaValue::U32(16),
+            ),
+        ],
+    );
+    let (f, out) = (s(&file), dir.join("out.safetensors"));
+    let needles = [
+        "tiny-factor.gguf",
+        "qwen3moe.rope.scaling.factor = 1e-38",
+        "inv_freq",
+    ];
+    refused(&["logits", f, "--ids", IDS, "--out", s(&out)], &needles);
+    refused(&["params", f], &needles);
+}
