@@ -198,6 +198,12 @@ pub fn config_from_metadata(
         }
     }
     architecture_fields(&mut cfg, model_type, &get, &key, &what)?;
+    if cfg.get("head_dim").and_then(Value::as_u64) == Some(0) {
+        return Err(key_error(
+            &key("attention.key_length"),
+            "0: a head needs at least 1 dimension".into(),
+        ));
+    }
     let value_length = key("attention.value_length");
     if let (Some(k), Some(v)) = (cfg.get("head_dim"), get(&value_length))
         && v.as_u64() != k.as_u64()

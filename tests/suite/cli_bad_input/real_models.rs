@@ -104,6 +104,11 @@ fn metadata_cases(arch: &str) -> Vec<(String, Option<MetaValue>, &'static str)> 
             "NaN",
         ));
         cases.push((key("attention.head_count"), Some(MetaValue::U32(0)), "0"));
+        cases.push((
+            key("attention.key_length"),
+            Some(MetaValue::U32(0)),
+            "at least 1",
+        ));
     }
     cases
 }
