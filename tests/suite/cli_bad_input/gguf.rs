@@ -352,26 +352,7 @@ fn an_output_name_of_250_bytes_is_written() {
 
 /// The MoE GGUF fixture rewritten with metadata `key` set to `value`.
 fn gguf_with(path: &Path, key: &str, value: llm_anatomy::gguf::MetaValue) {
-    use llm_anatomy::gguf::{Gguf, GgufWriter};
-    let src =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf_models/moe/q8_0.gguf");
-    let g = Gguf::open(&src).unwrap();
-    let metadata = g
-        .metadata()
-        .iter()
-        .map(|(k, v)| (k.clone(), if k == key { value.clone() } else { v.clone() }))
-        .collect();
-    let infos = g
-        .tensors()
-        .iter()
-        .map(|t| (t.name.clone(), t.dims.clone(), t.ty))
-        .collect();
-    let file = std::fs::File::create(path).unwrap();
-    let mut w = GgufWriter::new(file, metadata, infos, g.alignment()).unwrap();
-    for t in g.tensors() {
-        w.write_tensor(&t.name, g.data(t)).unwrap();
-    }
-    w.finish().unwrap();
+    gguf_with_keys(path, &[(key, value)]);
 }
 
 #[test]
