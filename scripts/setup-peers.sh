@@ -15,11 +15,13 @@
 #   scripts/setup-peers.sh            then   scripts/bench-peers.sh
 #
 # About 30 minutes on 2 cores and ≈ 40 GB of disk (most of the time compiling llama.cpp and
-# candle, downloading torch and writing the checkpoints).
+# candle, downloading torch and writing the checkpoints). DTYPES="bf16" makes only the bf16
+# checkpoint and GGUFs (≈ 17 GB; the f32 ones serve only the PyTorch and candle peers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 PEERS=${PEERS:-$ROOT/target/peers}
+DTYPES=${DTYPES:-bf16 f32}
 mkdir -p "$PEERS/models"
 log() { echo "== setup-peers: $*" >&2; }
 
@@ -67,7 +69,7 @@ if [ "${CANDLE:-1}" = 1 ] && [ ! -x scripts/candle-bench/target/release/candle-b
     cargo build --release --quiet --manifest-path scripts/candle-bench/Cargo.toml
 fi
 
-for dt in bf16 f32; do
+for dt in $DTYPES; do
     dir=$PEERS/models/$dt
     if [ ! -f "$dir/model.safetensors.index.json" ]; then
         log "checkpoint $dir"
@@ -78,12 +80,14 @@ done
 
 # GGUF: the converter writes the vocabulary into the file, and the bench checkpoints have no
 # tokenizer, so Qwen's (made from data/qwen.tiktoken) goes beside links to the weights.
-if [ ! -f "$PEERS/models/bf16.gguf" ] || [ ! -f "$PEERS/models/f32.gguf" ]; then
+need_gguf=0
+for dt in $DTYPES; do [ -f "$PEERS/models/$dt.gguf" ] || need_gguf=1; done
+if [ "$need_gguf" = 1 ]; then
     tar xzf "$SDIST_DIR"/llama_cpp_python-0.3.36.tar.gz -C "$SDIST_DIR"
     CONVERT=$SDIST_DIR/llama_cpp_python-0.3.36/vendor/llama.cpp/convert_hf_to_gguf.py
     TOK=$PEERS/qwen-tokenizer
     [ -f "$TOK/tokenizer.json" ] || "$PY" scripts/make_qwen_tokenizer.py data/qwen.tiktoken "$TOK"
-    for dt in bf16 f32; do
+    for dt in $DTYPES; do
         [ -f "$PEERS/models/$dt.gguf" ] && continue
         log "GGUF $dt"
         conv=$PEERS/convert-$dt
