@@ -11,11 +11,11 @@
 # into data/real/extrapolation-smollm2.json. Runs go one at a time at nice 5.
 #
 # Usage: scripts/gen_real_extrapolation.sh [RUN ...]   RUN = method:factor:tokens
-# (default: the list below, in order).
+# (default: the list below, in order). BIN: the anatomy binary (target/release/anatomy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=target/real-models/smollm2-135m-instruct-q4_1.gguf
-bin=target/release/anatomy
+bin=${BIN:-target/release/anatomy}
 out=data/real/extrapolation-smollm2
 text=target/real-extrapolation/text-en.txt
 [ -f "$model" ] || { echo "missing $model: run scripts/get-real-models.sh" >&2; exit 2; }
@@ -26,7 +26,7 @@ runs=("$@")
 if [ ${#runs[@]} -eq 0 ]; then
   runs=(none:1:8192 linear:4:2048 none:1:2048 linear:2:2048
         none:1:16384 linear:2:16384 ntk:2:16384 yarn:2:16384 dynamic:2:16384
-        none:1:32768 yarn:4:32768)
+        none:1:32768 yarn:4:32768 dynamic:4:32768 ntk:4:32768 linear:4:32768)
 fi
 for run in "${runs[@]}"; do
   IFS=: read -r method factor tokens <<<"$run"
