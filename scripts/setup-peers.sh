@@ -63,6 +63,24 @@ if [ "${LLAMA_AVX2:-0}" = 1 ] && ! "$PEERS/llama-avx2/bin/python" -c 'import lla
         "$SDIST_DIR"/llama_cpp_python-0.3.36.tar.gz
 fi
 
+# llama.cpp a third time, without AMX: on a CPU with AMX, GGML_NATIVE compiles in its AMX
+# matmul, which segfaults in ggml_backend_amx_mul_mat on these files, so the default build
+# runs only with weight repacking off. LLAMA_NOAMX=1 makes PEERS/llama-noamx: every AVX-512
+# extension this kind of CPU has, AMX off, so repacking (its fastest CPU layouts) works.
+if [ "${LLAMA_NOAMX:-0}" = 1 ] && ! "$PEERS/llama-noamx/bin/python" -c 'import llama_cpp' 2>/dev/null; then
+    log "llama-cpp-python 0.3.36 without AMX (GGML_NATIVE=OFF, AVX-512 on, AMX off)"
+    python3 -m venv "$PEERS/llama-noamx"
+    "$PEERS/llama-noamx/bin/pip" install -q numpy
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+-DGGML_BMI2=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON \
+-DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
+-DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF" \
+    CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+        "$PEERS/llama-noamx/bin/pip" install -q --no-binary llama-cpp-python \
+        "$SDIST_DIR"/llama_cpp_python-0.3.36.tar.gz
+fi
+
 # CANDLE=0 skips the candle peer (bench-peers.sh uses it only with CANDLE=1).
 if [ "${CANDLE:-1}" = 1 ] && [ ! -x scripts/candle-bench/target/release/candle-bench ]; then
     log "candle-bench (candle-transformers 0.11.1)"

@@ -10,6 +10,7 @@
 //! sink with our engine when the files are there.
 
 use super::{Entry, Outcome, Status};
+use crate::long_context::lost_in_middle::states_code;
 use crate::qwen3::evidence::decays;
 use std::path::{Path, PathBuf};
 
@@ -315,13 +316,28 @@ pub fn lost_in_middle_scores() -> crate::Result<(Vec<PlacementScore>, u64, u64)>
     let rows = doc["placements"]
         .as_array()
         .ok_or_else(|| crate::Error::field(&what, "placements", "not a list"))?;
+    let answers = doc["answers"]
+        .as_array()
+        .ok_or_else(|| crate::Error::field(&what, "answers", "not a list"))?;
+    // Each reply is graded again here, so the score follows the grader, not the file.
+    let regraded = |placement: &str| {
+        answers
+            .iter()
+            .filter(|a| a["placement"].as_str() == Some(placement))
+            .filter(|a| {
+                let (reply, code) = (a["reply"].as_str(), a["expected"].as_str());
+                reply.zip(code).is_some_and(|(r, c)| states_code(r, c))
+            })
+            .count() as u64
+    };
     let scores = rows
         .iter()
         .map(|r| {
+            let placement = r["placement"].as_str().unwrap_or("?").to_string();
             Ok(PlacementScore {
-                placement: r["placement"].as_str().unwrap_or("?").to_string(),
-                correct: count(r, "correct")?,
+                correct: regraded(&placement),
                 trials: count(r, "trials")?.max(1),
+                placement,
             })
         })
         .collect::<crate::Result<Vec<_>>>()?;

@@ -100,10 +100,19 @@ pub fn each_trial(words: usize, trials_per_placement: usize) -> impl Iterator<It
 }
 
 impl Trial {
-    /// A reply is right when it contains the four digits.
+    /// A reply is right when it states the four digits as a number of their own.
     pub fn is_answered_by(&self, reply: &str) -> bool {
-        reply.contains(&self.answer)
+        states_code(reply, &self.answer)
     }
+}
+
+/// Whether `reply` contains `code` not run into other digits: a model that counts
+/// "123456789…" has not answered 1234.
+pub fn states_code(reply: &str, code: &str) -> bool {
+    let digit = |c: Option<char>| c.is_some_and(|c| c.is_ascii_digit());
+    reply.match_indices(code).any(|(at, _)| {
+        !digit(reply[..at].chars().next_back()) && !digit(reply[at + code.len()..].chars().next())
+    })
 }
 
 /// Accuracy at start, middle and end from `(placement, correct)` pairs (0 where a
@@ -145,6 +154,16 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_code_inside_a_longer_number_is_not_an_answer() {
+        let t = build_trial(50, Placement::Start, 0);
+        assert!(t.is_answered_by(&format!("The code is {}.", t.answer)));
+        assert!(t.is_answered_by(&t.answer));
+        assert!(!t.is_answered_by(&format!("{}56789000", t.answer)));
+        assert!(!t.is_answered_by(&format!("0{}", t.answer)));
+        assert!(t.is_answered_by(&format!("9, then {}", t.answer)));
+    }
 
     #[test]
     fn key_sits_where_asked() {
