@@ -54,7 +54,7 @@ pub use config::Qwen3Config;
 pub use generate::{GenerateOptions, Sampling, Stepper, generate};
 pub use logits_file::save_logits;
 pub use model::{LayerRouting, Logits, Model, Output, Session};
-pub use open::{bundled_dir, glitch_report, is_gguf, open, vocab_or_model_tokenizer};
+pub use open::{bundled_dir, glitch_report, is_gguf, open};
 pub use router_report::{LayerReport, PositionRouting, RouterReport, router_report, router_text};
 pub use tensors::{F32Tensors, ModelFile, Tensors};
 pub use tour::{TOUR_TEXT, tour_demo};

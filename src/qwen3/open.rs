@@ -5,7 +5,7 @@ use crate::checkpoint::Checkpoint;
 use crate::error::Result;
 use crate::qwen3::config::Qwen3Config;
 use crate::qwen3::tensors::{ModelFile, Tensors};
-use crate::qwen3::{generate, gguf_config, gguf_names};
+use crate::qwen3::{gguf_config, gguf_names};
 use std::path::Path;
 
 /// Opens MODEL: a Hugging Face directory (`config.json` and the safetensors beside it) or a
@@ -71,21 +71,6 @@ pub fn glitch_report(
         unused,
     )?);
     Ok(report)
-}
-
-/// The tokenizer of `--vocab` when given, else of a GGUF `--model` (which carries one);
-/// anything else is an error saying `--vocab` is needed.
-pub fn vocab_or_model_tokenizer(
-    vocab: Option<&Path>,
-    model: Option<&Path>,
-) -> Result<crate::tokenizer::Tokenizer> {
-    match (vocab, model) {
-        (Some(v), _) => crate::tokenizer::Tokenizer::from_file(v),
-        (None, Some(m)) if is_gguf(m) => generate::model_tokenizer(m),
-        _ => Err(crate::Error::Invalid(
-            "--vocab FILE is required (only a GGUF --model carries its own tokenizer)".into(),
-        )),
-    }
 }
 
 /// Whether MODEL names a GGUF file: a path ending in `.gguf` (whatever it is: opening it
