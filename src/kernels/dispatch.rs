@@ -43,8 +43,10 @@ pub struct TypeKernels {
     pub ty: GgmlType,
     /// The int8 dot (reference and AVX2 row dot) and its activation block, if any.
     pub act_block: Option<usize>,
-    /// AVX2 int8 register tiles (small groups) and decode row kernels (one token).
+    /// AVX2 int8 register tiles (small groups).
     pub avx2_int8_tiles: bool,
+    /// AVX2 int8 decode row kernels (one token).
+    pub avx2_decode_rows: bool,
     /// AVX512_VNNI int8 tiles and row lanes, and the smallest group they beat AVX2 at.
     pub vnni_from_tokens: Option<usize>,
     /// Native AVX512_BF16 dot products (the weights read as stored).
@@ -56,8 +58,17 @@ const fn row(ty: GgmlType, act_block: Option<usize>) -> TypeKernels {
         ty,
         act_block,
         avx2_int8_tiles: false,
+        avx2_decode_rows: false,
         vnni_from_tokens: None,
         native_bf16: false,
+    }
+}
+
+/// A legacy type: 32-value activation blocks and AVX2 decode rows, no tiles.
+const fn decode_rows(ty: GgmlType) -> TypeKernels {
+    TypeKernels {
+        avx2_decode_rows: true,
+        ..row(ty, Some(32))
     }
 }
 
@@ -75,21 +86,24 @@ pub const TABLE: [TypeKernels; 11] = [
     row(GgmlType::F16, None),
     TypeKernels {
         avx2_int8_tiles: true,
+        avx2_decode_rows: true,
         vnni_from_tokens: Some(2),
         ..row(GgmlType::Q8_0, Some(16))
     },
-    row(GgmlType::Q4_0, Some(32)),
-    row(GgmlType::Q4_1, Some(32)),
-    row(GgmlType::Q5_0, Some(32)),
-    row(GgmlType::Q5_1, Some(32)),
+    decode_rows(GgmlType::Q4_0),
+    decode_rows(GgmlType::Q4_1),
+    decode_rows(GgmlType::Q5_0),
+    decode_rows(GgmlType::Q5_1),
     TypeKernels {
         avx2_int8_tiles: true,
+        avx2_decode_rows: true,
         vnni_from_tokens: Some(LANES_MIN_TOKENS),
         ..row(GgmlType::Q4_K, Some(32))
     },
     row(GgmlType::Q5_K, Some(32)),
     TypeKernels {
         avx2_int8_tiles: true,
+        avx2_decode_rows: true,
         vnni_from_tokens: Some(2),
         ..row(GgmlType::Q6_K, Some(32))
     },
@@ -121,7 +135,10 @@ pub fn names(ty: GgmlType, cpu: CpuFeatures) -> Vec<&'static str> {
         }
     }
     if k.avx2_int8_tiles && cpu.avx2_fma() {
-        out.push("avx2 int8 tiles + decode rows");
+        out.push("avx2 int8 tiles");
+    }
+    if k.avx2_decode_rows && cpu.avx2_fma() {
+        out.push("avx2 int8 decode rows");
     }
     if k.vnni_from_tokens.is_some() && cpu.vnni() {
         out.push("avx512 vnni tiles + row lanes");

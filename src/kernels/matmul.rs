@@ -335,6 +335,9 @@ unsafe fn int8_rows(
     g: Group,
     o: Out,
 ) {
+    if decode_rows(ty, bytes, row_bytes, r.clone(), acts, g, o) {
+        return;
+    }
     for (i, ri) in r.enumerate() {
         let row = &bytes[ri * row_bytes..][..row_bytes];
         for t in 0..g.n {
@@ -343,6 +346,35 @@ unsafe fn int8_rows(
             unsafe { o.set(t, i, v) };
         }
     }
+}
+
+/// A decode step (one token): the row kernels of `quant::decode` over rows `r` (at most
+/// [`ROW_BLOCK`]), checked once for them all; false, having written nothing, when `ty` has
+/// none on this CPU or the group has more than one token.
+fn decode_rows(
+    ty: crate::quant::GgmlType,
+    bytes: &[u8],
+    row_bytes: usize,
+    r: Range<usize>,
+    acts: &QuantizedRows,
+    g: Group,
+    o: Out,
+) -> bool {
+    if g.n != 1 {
+        return false;
+    }
+    let mut v = [0.0f32; ROW_BLOCK];
+    let v = &mut v[..r.len()];
+    let rows = &bytes[r.start * row_bytes..r.end * row_bytes];
+    if !quant::decode::dot_rows(ty, rows, row_bytes, acts.row(g.first_in), v) {
+        return false;
+    }
+    for (i, &x) in v.iter().enumerate() {
+        // SAFETY: row r.start + i lies in this task's rows `r` (the caller's) and token
+        // 0 < g.n: the contract of `Out::set`.
+        unsafe { o.set(0, i, x) };
+    }
+    true
 }
 
 /// The int8 register tiles over rows `r` of a block-format matrix (`bytes`, `row_bytes`
@@ -369,19 +401,8 @@ fn int8_tiles(
             return;
         }
     }
-    if g.n == 1 {
-        // Decode: the row kernels of `quant::decode`, checked once for the task's rows.
-        let mut v = [0.0f32; ROW_BLOCK];
-        let v = &mut v[..r.len()];
-        let rows = &bytes[r.start * row_bytes..r.end * row_bytes];
-        if quant::decode::dot_rows(ty, rows, row_bytes, acts.row(g.first_in), v) {
-            for (i, &x) in v.iter().enumerate() {
-                // SAFETY: row r.start + i lies in this task's rows `r` and token 0 < g.n:
-                // the contract of `Out::set`, as for the tiles below.
-                unsafe { o.set(0, i, x) };
-            }
-            return;
-        }
+    if decode_rows(ty, bytes, row_bytes, r.clone(), acts, g, o) {
+        return;
     }
     let empty: &[u8] = &[];
     let mut ri = r.start;

@@ -400,9 +400,10 @@ fn the_table_names_a_kernel_for_every_type_and_isa() {
                     && dispatch::kernels(ty)
                         .vnni_from_tokens
                         .is_some_and(|m| n >= m);
+                let decode = dispatch::kernels(ty).avx2_decode_rows && cpu.avx2_fma();
                 match (vnni, tiles, n) {
                     (true, _, _) => "int8 vnni",
-                    (false, true, 1) => "int8 avx2 decode rows",
+                    (false, _, 1) if decode => "int8 avx2 decode rows",
                     (false, true, _) => "int8 avx2 tiles",
                     (false, false, _) if cpu.avx2 => "int8 avx2 row dot",
                     (false, false, _) => "int8 reference dot",

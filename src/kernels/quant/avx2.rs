@@ -109,7 +109,7 @@ fn dot_q4_0(row: &[u8], x: ActRow) -> f32 {
 
 /// 32 bytes, byte `i` = 0x10 when bit `i` of `qh` is set, else 0.
 #[target_feature(enable = "avx2")]
-fn fifth_bits(qh: u32) -> __m256i {
+pub(super) fn fifth_bits(qh: u32) -> __m256i {
     let v = _mm256_set1_epi32(qh as i32);
     let which = _mm256_setr_epi8(
         0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,

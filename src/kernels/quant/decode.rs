@@ -1,5 +1,6 @@
 //! The decode kernels of the int8 path (chapter 10): one weight row against one quantised
-//! token, for the three types of llama.cpp's q8_0 and q4_k_m files (Q8_0, Q4_K, Q6_K).
+//! token, for the types of llama.cpp's q8_0 and q4_k_m files (Q8_0, Q4_K, Q6_K) and the
+//! legacy 4- and 5-bit types of smaller models' files (Q4_0, Q4_1, Q5_0, Q5_1).
 //! A decode step is one token, so the register tiles of `tiles` (which share a weight
 //! block's unpacking between tokens) have nothing to share; what matters is the number of
 //! instructions per weight byte and a memory stream the prefetchers follow. These kernels
@@ -17,7 +18,7 @@ use crate::quant::GgmlType;
 
 /// Whether `ty` has a decode kernel on this CPU.
 pub fn has_decode(ty: GgmlType) -> bool {
-    crate::kernels::dispatch::kernels(ty).avx2_int8_tiles && avx2::available()
+    crate::kernels::dispatch::kernels(ty).avx2_decode_rows && avx2::available()
 }
 
 /// `Σ_c w_c · x̂_c` for one weight row `row` (whole blocks of `ty`) and one quantised token
@@ -80,6 +81,10 @@ mod avx2 {
                 GgmlType::Q8_0 => rows_q8_0(rows, row_bytes, x, out),
                 GgmlType::Q4_K => rows_q4_k(rows, row_bytes, x, out),
                 GgmlType::Q6_K => rows_q6_k(rows, row_bytes, x, out),
+                GgmlType::Q4_0 => rows_legacy::<18, 2, false, false>(rows, row_bytes, x, out),
+                GgmlType::Q4_1 => rows_legacy::<20, 4, false, true>(rows, row_bytes, x, out),
+                GgmlType::Q5_0 => rows_legacy::<22, 6, true, false>(rows, row_bytes, x, out),
+                GgmlType::Q5_1 => rows_legacy::<24, 8, true, true>(rows, row_bytes, x, out),
                 _ => panic!("decode kernels: none for {}", ty.name()),
             }
         }
@@ -103,6 +108,18 @@ mod avx2 {
     fn rows_q6_k(rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) {
         for (o, row) in out.iter_mut().zip(rows.chunks_exact(row_bytes)) {
             *o = q6_k(row, x);
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn rows_legacy<const BYTES: usize, const QS: usize, const FIVE: bool, const MIN: bool>(
+        rows: &[u8],
+        row_bytes: usize,
+        x: ActRow,
+        out: &mut [f32],
+    ) {
+        for (o, row) in out.iter_mut().zip(rows.chunks_exact(row_bytes)) {
+            *o = legacy::<BYTES, QS, FIVE, MIN>(row, x);
         }
     }
 
@@ -166,6 +183,60 @@ mod avx2 {
         let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
         let s = _mm_add_ss(s, _mm_movehdup_ps(s));
         _mm_cvtss_f32(s)
+    }
+
+    /// Q4_0, Q4_1, Q5_0, Q5_1: blocks of `BYTES` bytes, `d` first, the 16 bytes of packed
+    /// nibbles at `QS` (low nibbles the first 16 weights), the 32 fifth bits just before
+    /// them when `FIVE`, a minimum `m` at byte 2 when `MIN`. Without a minimum the weights
+    /// are signed, `q − 8` or `q − 16`, and each block adds `d·dx·Σ w·x̂`; with one they are
+    /// `d·q + m` and each block adds `d·dx·Σ q·x̂ + m·(dx·Σ x̂)`, the bracket being the
+    /// activation block's `dsums`. Blocks alternate between two accumulators.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn legacy<const BYTES: usize, const QS: usize, const FIVE: bool, const MIN: bool>(
+        row: &[u8],
+        x: ActRow,
+    ) -> f32 {
+        let ones = _mm256_set1_epi16(1);
+        let m4 = _mm_set1_epi8(0x0f);
+        let offset = _mm256_set1_epi8(if FIVE { 16 } else { 8 });
+        let mut acc = [_mm256_setzero_ps(); 2];
+        let mut acc_min = 0.0f32;
+        let blocks = row.as_chunks::<BYTES>().0.iter();
+        let xs = x.qs.as_chunks::<32>().0.iter().zip(x.d.iter().zip(x.dsums));
+        for (b, (blk, (xq, (&dx, &dsum)))) in blocks.zip(xs).enumerate() {
+            if b % 2 == 0 {
+                prefetch(blk.as_ptr(), 2 * BYTES);
+            }
+            let packed = load16(&blk[QS..]);
+            let lo = _mm_and_si128(packed, m4);
+            let hi = _mm_and_si128(_mm_srli_epi16(packed, 4), m4);
+            let mut q = _mm256_set_m128i(hi, lo);
+            if FIVE {
+                let qh = u32::from_le_bytes([blk[QS - 4], blk[QS - 3], blk[QS - 2], blk[QS - 1]]);
+                q = _mm256_or_si256(q, super::super::avx2::fifth_bits(qh));
+            }
+            let xv = load32(xq);
+            let pairs = if MIN {
+                // q ≤ 31 unsigned: pairs at most 2·31·127 = 7874.
+                _mm256_maddubs_epi16(q, xv)
+            } else {
+                // |w| ≤ 16, moved onto x̂'s sign: pairs at most 2·16·127 = 4064.
+                let w = _mm256_sub_epi8(q, offset);
+                _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w))
+            };
+            let s = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
+            // d (and m) widened together by F16C: [d, m, 0, 0].
+            let dm = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from_le_bytes([
+                blk[0], blk[1], blk[2], blk[3],
+            ])));
+            let scale = _mm256_set1_ps(_mm_cvtss_f32(dm) * dx);
+            acc[b % 2] = _mm256_fmadd_ps(s, scale, acc[b % 2]);
+            if MIN {
+                acc_min += _mm_cvtss_f32(_mm_movehdup_ps(dm)) * dsum;
+            }
+        }
+        hsum(_mm256_add_ps(acc[0], acc[1])) + acc_min
     }
 
     /// Q8_0: per block `dw · [dx₀ ×4, dx₁ ×4] · Σ w·x̂` (lanes 0..4 of `vpmaddwd` hold
@@ -333,6 +404,26 @@ mod tests {
     use super::*;
     use crate::quant::{dequantize, quantize};
 
+    const DECODE_TYPES: [GgmlType; 7] = [
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+    ];
+
+    /// Every type the table gives decode rows is in the tests' list.
+    #[test]
+    fn every_decode_type_is_tested() {
+        for ty in crate::quant::ALL_TYPES {
+            if crate::kernels::dispatch::kernels(ty).avx2_decode_rows {
+                assert!(DECODE_TYPES.contains(&ty), "{}", ty.name());
+            }
+        }
+    }
+
     fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
         let mut s = seed.wrapping_mul(2654435761).wrapping_add(77);
         (0..n)
@@ -354,7 +445,7 @@ mod tests {
     /// bound (the integer block sums are the same), over several rows and lengths.
     #[test]
     fn decode_kernels_equal_the_reference_dots() {
-        for ty in [GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+        for ty in DECODE_TYPES {
             if !has_decode(ty) {
                 continue;
             }
@@ -391,7 +482,7 @@ mod tests {
 
     #[test]
     fn a_non_finite_activation_gives_nan() {
-        for ty in [GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+        for ty in DECODE_TYPES {
             if !has_decode(ty) {
                 continue;
             }
