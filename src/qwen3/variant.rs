@@ -73,7 +73,10 @@ impl Variant {
 /// GELU with the tanh approximation: `x/2 · (1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
 pub fn gelu_tanh(x: f32) -> f32 {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-    0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x)).tanh())
+    let u = SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x);
+    // 1 + tanh u = 2 / (1 + e^(−2u)): one `exp` (the engine's, no libm call) and no
+    // cancellation in 1 + tanh u where u is very negative.
+    x / (1.0 + crate::kernels::exp::exp_f32(-2.0 * u))
 }
 
 #[cfg(test)]
