@@ -47,8 +47,11 @@ pub struct TypeKernels {
     pub avx2_int8_tiles: bool,
     /// AVX2 int8 decode row kernels (one token).
     pub avx2_decode_rows: bool,
-    /// AVX512_VNNI int8 tiles and row lanes, and the smallest group they beat AVX2 at.
+    /// AVX512_VNNI int8 row lanes (and tiles, if `vnni_tiles`), and the smallest group they
+    /// beat AVX2 at.
     pub vnni_from_tokens: Option<usize>,
+    /// AVX512_VNNI int8 tiles (small groups, and the rows a 16-row lane pass leaves).
+    pub vnni_tiles: bool,
     /// Native AVX512_BF16 dot products (the weights read as stored).
     pub native_bf16: bool,
 }
@@ -60,14 +63,17 @@ const fn row(ty: GgmlType, act_block: Option<usize>) -> TypeKernels {
         avx2_int8_tiles: false,
         avx2_decode_rows: false,
         vnni_from_tokens: None,
+        vnni_tiles: false,
         native_bf16: false,
     }
 }
 
-/// A legacy type: 32-value activation blocks and AVX2 decode rows, no tiles.
-const fn decode_rows(ty: GgmlType) -> TypeKernels {
+/// A legacy type: 32-value activation blocks, AVX2 decode rows and VNNI row lanes, no
+/// tiles (their groups of 2–3 tokens take the per-row int8 dot).
+const fn legacy(ty: GgmlType) -> TypeKernels {
     TypeKernels {
         avx2_decode_rows: true,
+        vnni_from_tokens: Some(LANES_MIN_TOKENS),
         ..row(ty, Some(32))
     }
 }
@@ -88,16 +94,18 @@ pub const TABLE: [TypeKernels; 11] = [
         avx2_int8_tiles: true,
         avx2_decode_rows: true,
         vnni_from_tokens: Some(2),
+        vnni_tiles: true,
         ..row(GgmlType::Q8_0, Some(16))
     },
-    decode_rows(GgmlType::Q4_0),
-    decode_rows(GgmlType::Q4_1),
-    decode_rows(GgmlType::Q5_0),
-    decode_rows(GgmlType::Q5_1),
+    legacy(GgmlType::Q4_0),
+    legacy(GgmlType::Q4_1),
+    legacy(GgmlType::Q5_0),
+    legacy(GgmlType::Q5_1),
     TypeKernels {
         avx2_int8_tiles: true,
         avx2_decode_rows: true,
         vnni_from_tokens: Some(LANES_MIN_TOKENS),
+        vnni_tiles: true,
         ..row(GgmlType::Q4_K, Some(32))
     },
     row(GgmlType::Q5_K, Some(32)),
@@ -105,6 +113,7 @@ pub const TABLE: [TypeKernels; 11] = [
         avx2_int8_tiles: true,
         avx2_decode_rows: true,
         vnni_from_tokens: Some(2),
+        vnni_tiles: true,
         ..row(GgmlType::Q6_K, Some(32))
     },
 ];
@@ -141,7 +150,11 @@ pub fn names(ty: GgmlType, cpu: CpuFeatures) -> Vec<&'static str> {
         out.push("avx2 int8 decode rows");
     }
     if k.vnni_from_tokens.is_some() && cpu.vnni() {
-        out.push("avx512 vnni tiles + row lanes");
+        out.push(if k.vnni_tiles {
+            "avx512 vnni tiles + row lanes"
+        } else {
+            "avx512 vnni row lanes"
+        });
     }
     if k.native_bf16 && cpu.bf16() {
         out.push("avx512 bf16 tiles (split/round)");
@@ -164,7 +177,7 @@ fn int8_max_tokens_on(cpu: CpuFeatures, ty: GgmlType, policy: &Policy) -> usize 
     match (policy.quant_activations(), tiles) {
         (QuantActs::Off, _) => 0,
         (QuantActs::All, _) => usize::MAX,
-        (QuantActs::Auto, true) if vnni => INT8_LANES_MAX_TOKENS,
+        (QuantActs::Auto, _) if vnni => INT8_LANES_MAX_TOKENS,
         (QuantActs::Auto, true) => INT8_TILED_MAX_TOKENS,
         (QuantActs::Auto, false) => INT8_MAX_TOKENS,
     }

@@ -296,7 +296,7 @@ impl<'a> Jobs<'a> {
                     int8_tiles(ty, bytes, row_bytes, r, acts, g, o, vnni);
                 } else {
                     // SAFETY: the caller's contract.
-                    unsafe { int8_rows(ty, bytes, row_bytes, r, acts, g, o) };
+                    unsafe { int8_rows(ty, bytes, row_bytes, r, acts, g, o, vnni) };
                 }
                 return;
             }
@@ -326,6 +326,7 @@ impl<'a> Jobs<'a> {
 ///
 /// # Safety
 /// `o` may be written at rows `0 .. r.len()` of its block for tokens `< g.n`.
+#[allow(clippy::too_many_arguments)]
 unsafe fn int8_rows(
     ty: crate::quant::GgmlType,
     bytes: &[u8],
@@ -334,7 +335,11 @@ unsafe fn int8_rows(
     acts: &QuantizedRows,
     g: Group,
     o: Out,
+    vnni: bool,
 ) {
+    if vnni && vnni_rows(ty, bytes, row_bytes, r.clone(), acts, g, o) {
+        return;
+    }
     if decode_rows(ty, bytes, row_bytes, r.clone(), acts, g, o) {
         return;
     }
@@ -346,6 +351,28 @@ unsafe fn int8_rows(
             unsafe { o.set(t, i, v) };
         }
     }
+}
+
+/// The VNNI kernels over rows `r` for group `g` when they beat the AVX2 ones at its size
+/// (`quant::vnni::wins`); false, having written nothing, otherwise.
+fn vnni_rows(
+    ty: crate::quant::GgmlType,
+    bytes: &[u8],
+    row_bytes: usize,
+    r: Range<usize>,
+    acts: &QuantizedRows,
+    g: Group,
+    o: Out,
+) -> bool {
+    if !quant::vnni::wins(ty, g.n) {
+        return false;
+    }
+    let rows = &bytes[r.start * row_bytes..r.end * row_bytes];
+    let tokens = g.first_in..g.first_in + g.n;
+    // SAFETY: `put` gets t < g.n and i < r.len(): row r.start + i lies in this task's rows
+    // `r` (the caller's), the contract of `Out::set`.
+    let put = |t: usize, i: usize, v: f32| unsafe { o.set(t, i, v) };
+    quant::vnni::dot_block(ty, rows, row_bytes, acts, tokens, put)
 }
 
 /// A decode step (one token): the row kernels of `quant::decode` over rows `r` (at most
@@ -391,15 +418,8 @@ fn int8_tiles(
     o: Out,
     vnni: bool,
 ) {
-    if vnni && quant::vnni::wins(ty, g.n) {
-        let rows = &bytes[r.start * row_bytes..r.end * row_bytes];
-        let tokens = g.first_in..g.first_in + g.n;
-        // SAFETY: `put` gets t < g.n and i < r.len(): row r.start + i lies in this task's
-        // rows `r`, the contract of `Out::set`, as for the AVX2 tiles below.
-        let put = |t: usize, i: usize, v: f32| unsafe { o.set(t, i, v) };
-        if quant::vnni::dot_block(ty, rows, row_bytes, acts, tokens, put) {
-            return;
-        }
+    if vnni && vnni_rows(ty, bytes, row_bytes, r.clone(), acts, g, o) {
+        return;
     }
     if decode_rows(ty, bytes, row_bytes, r.clone(), acts, g, o) {
         return;

@@ -135,6 +135,16 @@ pub fn dot_block(
             i0 += lanes::ROWS;
         }
     }
+    if !kernels(ty).vnni_tiles {
+        // The types with lanes only: the rows left over take the per-row int8 dot.
+        for i in i0..nrows {
+            let row = &rows[i * row_bytes..][..row_bytes];
+            for t in tokens.clone() {
+                put(t - tokens.start, i, super::dot_row(ty, row, acts.row(t)));
+            }
+        }
+        return true;
+    }
     while i0 < nrows {
         let nr = (nrows - i0).min(MAX_ROWS);
         // A short last quad repeats its last row (computed, not written).

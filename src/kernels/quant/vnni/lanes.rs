@@ -1,4 +1,4 @@
-//! Q8_0, Q4_K and Q6_K with the weight rows in the lanes (chapter 10): sixteen rows at a
+//! Q8_0, Q4_K, Q6_K and the legacy 4- and 5-bit types with the weight rows in the lanes (chapter 10): sixteen rows at a
 //! time, each `vpdpbusd` lane holding four weights of one row against the same four
 //! activation bytes, broadcast. A lane's i32 sum then runs over a whole activation block
 //! of its row, so the rest — the offset or minimum, the scales, one conversion and one
@@ -59,6 +59,10 @@ pub fn rows16(
         GgmlType::Q8_0 => (Q8_0_BYTES, 32, 16),
         GgmlType::Q4_K => (Q4_K_BYTES, 256, 32),
         GgmlType::Q6_K => (Q6_K_BYTES, 256, 32),
+        GgmlType::Q4_0 => (18, 32, 32),
+        GgmlType::Q4_1 => (20, 32, 32),
+        GgmlType::Q5_0 => (22, 32, 32),
+        GgmlType::Q5_1 => (24, 32, 32),
         _ => panic!("lanes: no kernel for {}", ty.name()),
     };
     assert!(acts.block == act_block, "lanes: activation block");
@@ -90,7 +94,17 @@ pub fn rows16(
         match ty {
             GgmlType::Q8_0 => q8_0(rows, row_bytes, acts, tokens.clone(), &mut sums),
             GgmlType::Q4_K => q4_k(rows, row_bytes, acts, tokens.clone(), &mut sums),
-            _ => q6_k(rows, row_bytes, acts, tokens.clone(), &mut sums),
+            GgmlType::Q6_K => q6_k(rows, row_bytes, acts, tokens.clone(), &mut sums),
+            GgmlType::Q4_0 => {
+                legacy::<18, 2, false, false>(rows, row_bytes, acts, tokens.clone(), &mut sums)
+            }
+            GgmlType::Q4_1 => {
+                legacy::<20, 4, false, true>(rows, row_bytes, acts, tokens.clone(), &mut sums)
+            }
+            GgmlType::Q5_0 => {
+                legacy::<22, 6, true, false>(rows, row_bytes, acts, tokens.clone(), &mut sums)
+            }
+            _ => legacy::<24, 8, true, true>(rows, row_bytes, acts, tokens.clone(), &mut sums),
         }
     }
     for (t, s) in sums.iter().enumerate().take(tokens.len()) {
@@ -289,6 +303,75 @@ fn q4_k(
                     let v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), step, *a);
                     *a = _mm512_fnmadd_ps(mn[s], _mm512_set1_ps(x.dsums[j]), v);
                 }
+            }
+        }
+    }
+    store(acc, sums);
+}
+
+/// Q4_0, Q4_1, Q5_0, Q5_1 (blocks of `BYTES` bytes: `d`, a minimum `m` when `MIN`, the 32
+/// fifth bits when `FIVE`, then 16 bytes of nibbles at `QS`, low nibbles the first 16
+/// weights): the unsigned `q` in the lanes, four bytes of each row by gather; per token
+/// and block `d·dx · (Σ q·x̂ − off·Σx̂)` with `off` 8 (Q4_0) or 16 (Q5_0), or for the
+/// types with a minimum `d·dx · Σ q·x̂ + m · (dx·Σx̂)`, the bracket being `dsums`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn legacy<const BYTES: usize, const QS: usize, const FIVE: bool, const MIN: bool>(
+    rows: &[u8],
+    row_bytes: usize,
+    acts: &QuantizedRows,
+    tokens: Range<usize>,
+    sums: &mut [[f32; ROWS]; MAX_TOKENS],
+) {
+    let mut acc = [_mm512_setzero_ps(); MAX_TOKENS];
+    let acc = &mut acc[..tokens.len()];
+    let m4 = _mm512_set1_epi8(0x0f);
+    let off = match (MIN, FIVE) {
+        (true, _) => 0,
+        (false, true) => 16,
+        (false, false) => 8,
+    };
+    for b in 0..row_bytes / BYTES {
+        let at = BYTES * b;
+        let dm = gather(rows, row_bytes, at);
+        let (d, m) = (f16_lanes::<false>(dm), f16_lanes::<true>(dm));
+        let packed: [__m512i; 4] =
+            std::array::from_fn(|k| gather(rows, row_bytes, at + QS + 4 * k));
+        // Register k holds weights 4k..4k + 4 of each row: low nibbles, then high ones.
+        let mut q: [__m512i; 8] = std::array::from_fn(|k| {
+            if k < 4 {
+                _mm512_and_si512(packed[k], m4)
+            } else {
+                _mm512_and_si512(_mm512_srli_epi16::<4>(packed[k - 4]), m4)
+            }
+        });
+        if FIVE {
+            let qh = gather(rows, row_bytes, at + QS - 4);
+            for (k, qk) in q.iter_mut().enumerate() {
+                // Bits 4k..4k + 4 of qh, one to each byte (the multiply places bit i at
+                // bit 8i; nothing overlaps), then to bit 4: the fifth bit of q.
+                let four = _mm512_and_si512(
+                    _mm512_srlv_epi32(qh, _mm512_set1_epi32(4 * k as i32)),
+                    _mm512_set1_epi32(0xf),
+                );
+                let spread = _mm512_and_si512(
+                    _mm512_mullo_epi32(four, _mm512_set1_epi32(0x0020_4081)),
+                    _mm512_set1_epi32(0x0101_0101),
+                );
+                *qk = _mm512_or_si512(*qk, _mm512_slli_epi32::<4>(spread));
+            }
+        }
+        for (a, t) in acc.iter_mut().zip(tokens.clone()) {
+            let x: ActRow = acts.row(t);
+            let xq = &x.qs[32 * b..][..32];
+            let mut isum = _mm512_add_epi32(dot4(&q, 0, xq), dot4(&q, 1, xq));
+            if off != 0 {
+                let xsum = x.sums[2 * b] as i32 + x.sums[2 * b + 1] as i32;
+                isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(off * xsum));
+            }
+            let step = _mm512_mul_ps(d, _mm512_set1_ps(x.d[b]));
+            *a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), step, *a);
+            if MIN {
+                *a = _mm512_fmadd_ps(m, _mm512_set1_ps(x.dsums[b]), *a);
             }
         }
     }

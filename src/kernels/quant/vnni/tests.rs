@@ -2,7 +2,33 @@ use super::super::{QuantizedRows, activation_block, dot_row_reference, with_quan
 use super::*;
 use crate::quant::{dequantize, quantize};
 
+/// The types with VNNI tiles.
 const TYPES: [GgmlType; 3] = [GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
+/// The types with VNNI row lanes: those, and the legacy 4- and 5-bit types.
+const LANE_TYPES: [GgmlType; 7] = [
+    GgmlType::Q8_0,
+    GgmlType::Q4_K,
+    GgmlType::Q6_K,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+];
+
+/// Every type the table gives VNNI kernels is tested here.
+#[test]
+fn every_vnni_type_is_tested() {
+    for ty in crate::quant::ALL_TYPES {
+        let k = crate::kernels::dispatch::kernels(ty);
+        assert_eq!(
+            k.vnni_from_tokens.is_some(),
+            LANE_TYPES.contains(&ty),
+            "{}",
+            ty.name()
+        );
+        assert_eq!(k.vnni_tiles, TYPES.contains(&ty), "{}", ty.name());
+    }
+}
 
 fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
     let mut s = seed.wrapping_mul(2654435761).wrapping_add(31);
@@ -103,7 +129,7 @@ fn vnni_tiles_equal_the_reference_dots() {
 #[test]
 fn the_matmul_with_vnni_on_and_off_equals_the_reference() {
     use crate::kernels::Matrix;
-    for ty in TYPES {
+    for ty in LANE_TYPES {
         let (rows, cols) = (37, 512);
         for n in [1usize, 2, 3, 5, 8, 17, 40] {
             // `acts` is what the matmul makes of `xs` (the same quantiser).
@@ -166,8 +192,8 @@ fn a_non_finite_activation_gives_nan() {
         eprintln!("skipped: this CPU lacks AVX512_VNNI/BW/VL");
         return;
     }
-    for ty in TYPES {
-        for (nrows, n) in [(1usize, 1usize), (16, 2)] {
+    for ty in LANE_TYPES {
+        for (nrows, n) in [(1usize, 1usize), (16, 2), (16, 5)] {
             let (bytes, _, mut x, mut acts) = setup(ty, nrows, 256, n, 1);
             x[40] = f32::NAN;
             acts.quantize(&x, 256, activation_block(ty).unwrap());
@@ -262,7 +288,7 @@ fn lanes_equal_the_reference_dots() {
         eprintln!("skipped: this CPU lacks AVX512_VNNI/BW/VL");
         return;
     }
-    for ty in TYPES {
+    for ty in LANE_TYPES {
         let lens: &[usize] = if ty == GgmlType::Q8_0 {
             &[160, 256, 2048]
         } else {
