@@ -15,6 +15,7 @@ const LO: f32 = -87.336_54;
 /// Above this `n = round(x / ln 2)` would pass 127: the result is infinity.
 const HI: f32 = 88.029_69;
 const LOG2E: f32 = std::f32::consts::LOG2_E;
+const ROUNDER: f32 = 12_582_912.0;
 /// ln 2 = C1 + C2, C1 with few enough bits that `n·C1` is exact for |n| ≤ 128.
 const C1: f32 = 0.693_359_4;
 const C2: f32 = -2.121_944_4e-4;
@@ -40,7 +41,9 @@ pub fn exp_f32(x: f32) -> f32 {
     if x > HI {
         return f32::INFINITY;
     }
-    let n = (x * LOG2E).round_ties_even();
+    // Adding and taking away 1.5·2²³ rounds to the nearest integer, ties to even, exactly
+    // as `round_ties_even` does for |v| < 2²² (here |v| < 128), without a libm call.
+    let n = (x * LOG2E + ROUNDER) - ROUNDER;
     let r = x - n * C1 - n * C2;
     let mut p = P[0];
     for &c in &P[1..] {
@@ -235,6 +238,23 @@ mod tests {
             .map(|(&g, &x)| ulps(g, x))
             .fold(0.0, f64::max);
         assert!(worst <= 2.0, "exp8: {worst} ulp");
+    }
+
+    /// The rounding trick is `round_ties_even` on every f32 `x·log2 e` can be (ties and
+    /// their neighbours included).
+    #[test]
+    fn rounder_rounds_ties_to_even() {
+        let mut v = -130.0f32;
+        while v <= 130.0 {
+            for w in [v, v.next_up(), v.next_down()] {
+                assert_eq!((w + ROUNDER) - ROUNDER, w.round_ties_even(), "{w}");
+            }
+            v += 0.125;
+        }
+        for x in sweep().step_by(97) {
+            let w = x * LOG2E;
+            assert_eq!((w + ROUNDER) - ROUNDER, w.round_ties_even(), "{w}");
+        }
     }
 
     #[test]
