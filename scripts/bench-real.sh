@@ -7,8 +7,11 @@
 #   scripts/get-real-models.sh   # once
 #   scripts/bench-real.sh
 #
-# llama.cpp runs with weight repacking off (scripts/bench_real_norepack/sitecustomize.py):
-# it crashes here with it on. Env: REPS (3), THREAD_LIST ("2 1"), OUT (target/bench-real).
+# llama.cpp: PEERS/llama-noamx when it is there (`LLAMA_NOAMX=1 scripts/setup-peers.sh`:
+# built without AMX, so its repacked weight layouts, its fastest CPU path, work); else the
+# default build with weight repacking off (scripts/bench_real_norepack/sitecustomize.py),
+# since its AMX matmul crashes on CPUs with AMX. Env: REPS (3), THREAD_LIST ("2 1"),
+# OUT (target/bench-real), LLAMA_PY (a llama-cpp-python venv's python; repacking stays on).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODELS=target/real-models
@@ -19,7 +22,16 @@ for pair in smollm2-q4_1:smollm2-135m-instruct-q4_1 gemma3-q4_k_m:gemma3-270m-q4
     [ -f "$file" ] || { echo "bench-real: no $file (scripts/get-real-models.sh)" >&2; exit 2; }
     ln -sfn "$PWD/$file" "$OUT/peers/models/$row.gguf"
 done
-PYTHONPATH=$PWD/scripts/bench_real_norepack${PYTHONPATH:+:$PYTHONPATH} \
-PEERS=$PWD/$OUT/peers LLAMA_PY=${LLAMA_PY:-$PWD/target/peers/llama/bin/python} \
+NOREPACK=
+if [ -z "${LLAMA_PY:-}" ]; then
+    if [ -x target/peers/llama-noamx/bin/python ]; then
+        LLAMA_PY=$PWD/target/peers/llama-noamx/bin/python
+    else
+        LLAMA_PY=$PWD/target/peers/llama/bin/python
+        NOREPACK=$PWD/scripts/bench_real_norepack
+    fi
+fi
+PYTHONPATH=$NOREPACK${PYTHONPATH:+:$PYTHONPATH} \
+PEERS=$PWD/$OUT/peers LLAMA_PY=$LLAMA_PY \
 ROWS=${ROWS:-smollm2-q4_1 gemma3-q4_k_m} OUT=$OUT \
     scripts/bench-peers.sh
