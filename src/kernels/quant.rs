@@ -690,6 +690,30 @@ mod tests {
     }
 
     #[test]
+    fn parallel_quantisation_equals_the_serial_rows_bit_for_bit() {
+        // Above the parallel threshold, with row counts and widths that split unevenly.
+        for (cols, block) in [(352, QK8_0), (768, 256)] {
+            let rows = (PARALLEL_MIN_VALUES / cols) + 5;
+            let x = values(rows * cols, 7, 3.0);
+            let mut acts = QuantizedRows::default();
+            acts.quantize(&x, cols, block);
+            let nb = cols / block;
+            for t in 0..rows {
+                let (mut d, mut qs) = (vec![0.0f32; nb], vec![0i8; cols]);
+                let (mut sums, mut dsums) = (vec![0i16; cols / 16], vec![0.0f32; nb]);
+                let xr = &x[t * cols..(t + 1) * cols];
+                quantize_row(xr, block, &mut d, &mut qs, &mut sums, &mut dsums);
+                let a = acts.row(t);
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(a.d), bits(&d), "row {t}: steps");
+                assert_eq!(a.qs, &qs[..], "row {t}: values");
+                assert_eq!(a.sums, &sums[..], "row {t}: sums");
+                assert_eq!(bits(a.dsums), bits(&dsums), "row {t}: dsums");
+            }
+        }
+    }
+
+    #[test]
     fn a_non_finite_activation_gives_nan() {
         let (_, bytes, mut x, _) = setup(GgmlType::Q4_K, 256, 1);
         x[3] = f32::INFINITY;
