@@ -239,23 +239,9 @@ fn run_jobs<'w>(
         // Too small to be worth waking the pool (tiny test models).
         (0..count).for_each(work);
     } else {
-        // Largest groups first, so the jobs left when a thread runs dry are the small
-        // ones and the threads finish together; each job's arithmetic is unchanged.
-        with_reused(&JOB_ORDER, |order| {
-            order.clear();
-            order.extend(0..groups.len());
-            order.sort_by_key(|&g| std::cmp::Reverse(groups[g].n));
-            use rayon::prelude::*;
-            (0..count)
-                .into_par_iter()
-                .for_each(|k| work(order[k / blocks] * blocks + k % blocks));
-        });
+        use rayon::prelude::*;
+        (0..count).into_par_iter().for_each(work);
     }
-}
-
-thread_local! {
-    /// The group order of this thread's parallel [`run_jobs`], reused from call to call.
-    static JOB_ORDER: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl<'a> Jobs<'a> {
