@@ -22,6 +22,7 @@
 //! Every fast kernel is pinned equal to its reference by a test in the file that calls it.
 
 pub mod attention;
+pub mod attention_block;
 pub mod bf16;
 pub mod dispatch;
 pub mod exp;
@@ -448,6 +449,36 @@ mod x86 {
     /// None needed; it panics (the signature is `x86.rs`'s).
     pub(super) unsafe fn gemm_block(_: &Matrix, _: Range<usize>, _: &[f32], _: usize, _: Out) {
         unreachable!("gemm_block: no input panels are packed off x86-64")
+    }
+
+    /// Declines: the portable block scores run.
+    ///
+    /// # Safety
+    /// None needed; it touches nothing (the signature is `x86.rs`'s).
+    pub(super) unsafe fn block_scores(
+        _: &[f32],
+        _: usize,
+        _: KvHead,
+        _: Range<usize>,
+        _: f32,
+        _: &mut [f32],
+    ) -> bool {
+        false
+    }
+
+    /// Declines: the portable block values run.
+    ///
+    /// # Safety
+    /// None needed; it touches nothing (the signature is `x86.rs`'s).
+    pub(super) unsafe fn block_values(
+        _: &[f32],
+        _: &[f32],
+        _: KvHead,
+        _: Range<usize>,
+        _: usize,
+        _: &mut [f32],
+    ) -> bool {
+        false
     }
 
     /// Declines: the reference attention runs.

@@ -506,6 +506,204 @@ unsafe fn attend_avx512(
     }
 }
 
+/// [`block_scores_avx512`] when the CPU has AVX-512 (and `ANATOMY_NO_AVX512` is unset);
+/// returns false, having done nothing, otherwise.
+///
+/// # Safety
+/// `qt` is `[d, rp]` with `rp` a multiple of 16, `st` is `[keys.len(), rp]`, and rows
+/// `keys` of `kv` lie inside `kv.keys` (`offset + d ≤ stride`).
+pub(super) unsafe fn block_scores(
+    qt: &[f32],
+    d: usize,
+    kv: KvHead,
+    keys: Range<usize>,
+    scale: f32,
+    st: &mut [f32],
+) -> bool {
+    if !use_avx512() {
+        return false;
+    }
+    // SAFETY: AVX-512F is available; the rest is the caller's contract.
+    unsafe { block_scores_avx512(qt, d, kv, keys, scale, st) };
+    true
+}
+
+/// [`block_values_avx512`] when the CPU has AVX-512 (and `ANATOMY_NO_AVX512` is unset)
+/// and `d` is a multiple of 16; returns false, having done nothing, otherwise.
+///
+/// # Safety
+/// `p` is `[keys.len(), rp]` and `alpha` `[rp]` with `rows ≤ rp`, `acc` is `[rp, d]`, and
+/// rows `keys` of `kv` lie inside `kv.values` (`offset + d ≤ stride`).
+pub(super) unsafe fn block_values(
+    p: &[f32],
+    alpha: &[f32],
+    kv: KvHead,
+    keys: Range<usize>,
+    rows: usize,
+    acc: &mut [f32],
+) -> bool {
+    let d = acc.len() / alpha.len().max(1);
+    if !(d.is_multiple_of(16) && use_avx512()) {
+        return false;
+    }
+    // SAFETY: AVX-512F is available and d is a multiple of 16; the rest is the caller's.
+    unsafe { block_values_avx512(p, alpha, kv, keys, rows, acc) };
+    true
+}
+
+/// The scores of a block of query rows (chapter 10's `attend_block`): `st[j, r] = scale ·
+/// Σ_c k_j[c] · qt[c, r]`, four keys and up to 64 rows per register tile, so each key
+/// element is broadcast once per tile and no lane sum is needed.
+///
+/// # Safety
+/// AVX-512F must be available, and the shapes those of [`block_scores`].
+#[target_feature(enable = "avx512f")]
+unsafe fn block_scores_avx512(
+    qt: &[f32],
+    d: usize,
+    kv: KvHead,
+    keys: Range<usize>,
+    scale: f32,
+    st: &mut [f32],
+) {
+    let rp = qt.len() / d;
+    let vectors = rp / 16;
+    let mut jj = 0;
+    while jj < keys.len() {
+        let kb = if keys.len() - jj >= 4 { 4 } else { 1 };
+        for v0 in (0..vectors).step_by(4) {
+            let tile = ScoreTile {
+                qt,
+                d,
+                rp,
+                kv,
+                key: keys.start + jj,
+                v0,
+                scale,
+            };
+            let out = &mut st[jj * rp..];
+            // SAFETY: keys key..key+kb are rows of `keys`, the vectors v0..v0+nv are
+            // inside rp, and `out` holds kb rows of rp (the caller's shapes).
+            unsafe {
+                match (kb, (vectors - v0).min(4)) {
+                    (4, 4) => tile.run::<4, 4>(out),
+                    (4, 3) => tile.run::<4, 3>(out),
+                    (4, 2) => tile.run::<4, 2>(out),
+                    (4, _) => tile.run::<4, 1>(out),
+                    (_, 4) => tile.run::<1, 4>(out),
+                    (_, 3) => tile.run::<1, 3>(out),
+                    (_, 2) => tile.run::<1, 2>(out),
+                    (_, _) => tile.run::<1, 1>(out),
+                }
+            }
+        }
+        jj += kb;
+    }
+}
+
+/// One register tile of [`block_scores_avx512`]: keys `key..key + KB` against the query
+/// vectors `v0..v0 + NV` (16 rows each).
+#[derive(Clone, Copy)]
+struct ScoreTile<'a> {
+    qt: &'a [f32],
+    d: usize,
+    rp: usize,
+    kv: KvHead<'a>,
+    key: usize,
+    v0: usize,
+    scale: f32,
+}
+
+impl ScoreTile<'_> {
+    /// # Safety
+    /// AVX-512F must be available; keys `key..key + KB` lie inside `kv.keys`, vectors
+    /// `v0..v0 + NV` inside the `rp` rows of `qt`, and `out` holds `KB` rows of `rp`.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn run<const KB: usize, const NV: usize>(self, out: &mut [f32]) {
+        let mut acc = [[_mm512_setzero_ps(); NV]; KB];
+        let k: [*const f32; KB] = std::array::from_fn(|i| {
+            // SAFETY: key + i is a row inside kv.keys (the contract).
+            unsafe {
+                self.kv
+                    .keys
+                    .as_ptr()
+                    .add((self.key + i) * self.kv.stride + self.kv.offset)
+            }
+        });
+        let q = self.qt.as_ptr();
+        for c in 0..self.d {
+            // SAFETY: c < d rows of qt, vectors v0 + u < rp / 16; element c of each key row.
+            unsafe {
+                let qv: [__m512; NV] = std::array::from_fn(|u| {
+                    _mm512_loadu_ps(q.add(c * self.rp + (self.v0 + u) * 16))
+                });
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let kc = _mm512_set1_ps(*k[i].add(c));
+                    for (a, &qu) in row.iter_mut().zip(&qv) {
+                        *a = _mm512_fmadd_ps(kc, qu, *a);
+                    }
+                }
+            }
+        }
+        let scale = _mm512_set1_ps(self.scale);
+        for (i, row) in acc.iter().enumerate() {
+            for (u, a) in row.iter().enumerate() {
+                // SAFETY: row i < KB of `out`, vector v0 + u inside its rp floats.
+                unsafe {
+                    let at = out.as_mut_ptr().add(i * self.rp + (self.v0 + u) * 16);
+                    _mm512_storeu_ps(at, _mm512_mul_ps(*a, scale));
+                }
+            }
+        }
+    }
+}
+
+/// `acc[r] = alpha[r] · acc[r] + Σ_j p[j, r] · v_j` for the rows `r < rows`, up to 128
+/// columns of a row in registers while the tile's value rows stream past.
+///
+/// # Safety
+/// AVX-512F must be available, `d % 16 == 0`, and the shapes those of [`block_values`].
+#[target_feature(enable = "avx512f")]
+unsafe fn block_values_avx512(
+    p: &[f32],
+    alpha: &[f32],
+    kv: KvHead,
+    keys: Range<usize>,
+    rows: usize,
+    acc: &mut [f32],
+) {
+    let rp = alpha.len();
+    let d = acc.len() / rp;
+    let vp = kv.values.as_ptr();
+    for r in 0..rows {
+        let a_row = &mut acc[r * d..(r + 1) * d];
+        let scale = _mm512_set1_ps(alpha[r]);
+        for c0 in (0..d).step_by(128) {
+            let nv = ((d - c0) / 16).min(8);
+            let mut a = [_mm512_setzero_ps(); 8];
+            for (u, x) in a.iter_mut().enumerate().take(nv) {
+                // SAFETY: c0 + 16u + 16 ≤ d = a_row.len().
+                *x = _mm512_mul_ps(scale, unsafe {
+                    _mm512_loadu_ps(a_row.as_ptr().add(c0 + 16 * u))
+                });
+            }
+            for (jj, j) in keys.clone().enumerate() {
+                let pj = _mm512_set1_ps(p[jj * rp + r]);
+                // SAFETY: row j lies inside `values` (the contract), c0 + 16u + 16 ≤ d.
+                let v = unsafe { vp.add(j * kv.stride + kv.offset + c0) };
+                for (u, x) in a.iter_mut().enumerate().take(nv) {
+                    // SAFETY: as above.
+                    *x = _mm512_fmadd_ps(pj, unsafe { _mm512_loadu_ps(v.add(16 * u)) }, *x);
+                }
+            }
+            for (u, x) in a.iter().enumerate().take(nv) {
+                // SAFETY: c0 + 16u + 16 ≤ d = a_row.len().
+                unsafe { _mm512_storeu_ps(a_row.as_mut_ptr().add(c0 + 16 * u), *x) };
+            }
+        }
+    }
+}
+
 // ------------------------------------------------------------------ widening loads
 
 impl Elem for f32 {
