@@ -26,6 +26,7 @@
 
 use crate::error::{Error, Result};
 use crate::kernels::attention::{KvHead, Mask, attend, attend_reference, key_weight};
+use crate::kernels::attention_block::{BlockScratch, QueryBlock, attend_block, block_positions};
 use crate::kernels::{Matrix, first_non_finite, rmsnorm};
 use crate::position::rope::{RopeTable, apply_rope, apply_rope_interleaved};
 use crate::qwen3::config::Qwen3Config;
@@ -98,6 +99,9 @@ struct Scratch {
     head: Vec<f32>,
     /// Attention scores of one query against the cache.
     scores: Vec<f32>,
+    /// A prefill's block attention buffers, one per rayon thread (locked by the block
+    /// that uses them; never contended, since a thread runs one block at a time).
+    blocks: Vec<std::sync::Mutex<BlockScratch>>,
     /// The feed-forward block's buffers.
     ffn: FfnScratch,
     /// Logits of the last call `[rows, vocab]`.
@@ -391,26 +395,54 @@ impl<'a> Model<'a> {
             stride: kvd,
             offset: g * d,
         };
-        let one = |t: usize, out: &mut [f32], scores: &mut Vec<f32>| {
-            let pos = past + t;
-            for (g, o) in out.chunks_exact_mut(group * d).enumerate() {
-                // The `group` query heads sharing KV head g are adjacent in q.
-                let q = &q_all[t * qd + g * group * d..t * qd + (g + 1) * group * d];
-                if self.reference {
-                    attend_reference(q, d, kv_head(g), mask.span(pos), scale, scores, o);
-                } else {
-                    attend(q, d, kv_head(g), mask.span(pos), scale, scores, o);
-                }
-            }
-        };
-        if n == 1 {
-            one(0, &mut s.attn, &mut s.scores);
-        } else {
+        if n > 1 && !self.reference {
+            // A prefill: blocks of consecutive positions, each reading a key row once for
+            // all its positions and the heads of a group (chapter 10's block attention).
             use rayon::prelude::*;
+            let bp = block_positions(group);
+            let blocks = &s.blocks;
             s.attn
-                .par_chunks_mut(qd)
+                .par_chunks_mut(bp * qd)
                 .enumerate()
-                .for_each_init(Vec::new, |scores, (t, out)| one(t, out, scores));
+                .for_each(|(b, out)| {
+                    let t0 = b * bp;
+                    let thread = rayon::current_thread_index().unwrap_or(0) % blocks.len();
+                    let mut scratch = blocks[thread].lock().unwrap_or_else(|e| e.into_inner());
+                    for g in 0..c.num_key_value_heads {
+                        let block = QueryBlock {
+                            first: past + t0,
+                            positions: out.len() / qd,
+                            heads: group,
+                            d,
+                            stride: qd,
+                        };
+                        let q = &q_all[t0 * qd + g * group * d..];
+                        let o = &mut out[g * group * d..];
+                        attend_block(q, kv_head(g), block, mask, scale, &mut scratch, o);
+                    }
+                });
+        } else {
+            let one = |t: usize, out: &mut [f32], scores: &mut Vec<f32>| {
+                let pos = past + t;
+                for (g, o) in out.chunks_exact_mut(group * d).enumerate() {
+                    // The `group` query heads sharing KV head g are adjacent in q.
+                    let q = &q_all[t * qd + g * group * d..t * qd + (g + 1) * group * d];
+                    if self.reference {
+                        attend_reference(q, d, kv_head(g), mask.span(pos), scale, scores, o);
+                    } else {
+                        attend(q, d, kv_head(g), mask.span(pos), scale, scores, o);
+                    }
+                }
+            };
+            if n == 1 {
+                one(0, &mut s.attn, &mut s.scores);
+            } else {
+                use rayon::prelude::*;
+                s.attn
+                    .par_chunks_mut(qd)
+                    .enumerate()
+                    .for_each_init(Vec::new, |scores, (t, out)| one(t, out, scores));
+            }
         }
         if let Some(trace) = trace.as_mut() {
             // The weight each query head puts on position 0, recomputed from the same
@@ -523,6 +555,10 @@ impl Scratch {
             (&mut self.logits, rows * c.vocab_size),
         ] {
             buf.resize(len, 0.0);
+        }
+        let threads = rayon::current_num_threads().max(1);
+        if self.blocks.len() < threads {
+            self.blocks.resize_with(threads, Default::default);
         }
     }
 }
