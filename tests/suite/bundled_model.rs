@@ -22,11 +22,10 @@ fn the_documented_command_reproduces_the_recorded_curve() {
     let options: TrainOptions =
         serde_json::from_value(json(&dir.join("train_options.json"))).unwrap();
     let recorded = read_log(&dir.join("train_log.jsonl")).unwrap();
-    let out = std::env::temp_dir().join(format!("anatomy-bundled-rerun-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
+    let out = crate::common::scratch("bundled-rerun");
     let steps = 2;
     let job = TrainJob {
-        out: out.clone(),
+        out: out.to_path_buf(),
         config: root().join("data/train/qwen3-moe-anatomy.json"),
         data: root().join("data/corpus"),
         vocab: root().join("data/qwen.tiktoken"),
@@ -37,7 +36,6 @@ fn the_documented_command_reproduces_the_recorded_curve() {
     };
     run(&job).unwrap();
     let rerun = read_log(&out.join("train_log.jsonl")).unwrap();
-    let _ = std::fs::remove_dir_all(&out);
     assert_eq!(rerun.len(), steps as usize);
     for (a, b) in rerun.iter().zip(&recorded) {
         assert_eq!(a.step, b.step);

@@ -191,8 +191,7 @@ fn anatomy() -> Command {
 
 #[test]
 fn cli_prints_exactly_the_rendering() {
-    let dir = std::env::temp_dir().join(format!("anatomy-chat-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::scratch("chat");
     let mut checked = 0;
     for case in cases().iter().filter(|c| c.get("rendered").is_some()) {
         let opts = options(case);
@@ -238,7 +237,6 @@ fn cli_prints_exactly_the_rendering() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 // ------------------------------------------------------------------ thinking budget
@@ -510,8 +508,7 @@ fn chat_template_keeps_big_integers_exact() {
         r#"[{{"role": "user", "content": "hi"}}, {{"role": "assistant", "content": "", "tool_calls": [{{"name": "f", "arguments": {{{}, "x": 1.5e300, "s": "-12345678901234567890123"}}}}]}}]"#,
         args.join(", ")
     );
-    let dir = std::env::temp_dir().join(format!("anatomy-bigint-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::scratch("bigint");
     let path = dir.join("big.json");
     std::fs::write(&path, doc).unwrap();
     let out = anatomy()
@@ -533,5 +530,4 @@ fn chat_template_keeps_big_integers_exact() {
         text.contains("\"s\": \"-12345678901234567890123\""),
         "{text}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }

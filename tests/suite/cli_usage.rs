@@ -2,13 +2,13 @@
 //! help line; the vocabulary defaults as `generate`'s; `router-stats --prompt`, `logits
 //! --top` and `quantize`'s notes on stderr report what the files they write hold.
 
-use crate::common::anatomy;
+use crate::common::{Scratch, anatomy, scratch};
 use llm_anatomy::gguf::Gguf;
 use llm_anatomy::quant::GgmlType;
 use llm_anatomy::tokenizer::Tokenizer;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -18,11 +18,9 @@ fn path(rel: &str) -> String {
     root().join(rel).display().to_string()
 }
 
-fn tmp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("anatomy-cli-usage-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A scratch directory for the outputs of `tag`, removed when dropped.
+fn tmp_dir(tag: &str) -> Scratch {
+    scratch(&format!("cli-usage-{tag}"))
 }
 
 /// Runs anatomy, requires success, returns (stdout, stderr).
@@ -187,7 +185,6 @@ fn quantize_says_which_tensors_fell_back_and_which_vocabulary_it_wrote() {
         Some("none")
     );
     assert!(!err.contains("fell back"), "q8_0 has no K blocks: {err}");
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -289,5 +286,4 @@ fn logits_top_k_lists_the_files_largest_logits_decoded() {
     assert_eq!(again, text);
     let neither = anatomy(&["logits", &model, "--ids", "1"]);
     assert_eq!(neither.status.code(), Some(2));
-    std::fs::remove_dir_all(&dir).ok();
 }

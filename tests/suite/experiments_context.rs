@@ -2,36 +2,35 @@
 //! run, on the real corpus), its `results.json` read back and judged by the claim's rule;
 //! and the claims' computed statuses pinned against the recorded results, when recorded.
 
+use crate::common::Scratch;
 use llm_anatomy::claims::{self, Status};
 use llm_anatomy::train::experiments::context::{
     self, ExtrapolationResults, RouterResults, Scaling, ThetaResults, verdict,
 };
 use llm_anatomy::train::experiments::{ExperimentOptions, recorded_dir, run};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn short_options(name: &str) -> ExperimentOptions {
-    let out = std::env::temp_dir().join(format!("expctx_{}_{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
-    ExperimentOptions {
-        out,
+/// The short form's options, writing into a scratch directory that is removed when the
+/// returned [`Scratch`] drops.
+fn short_options(name: &str) -> (Scratch, ExperimentOptions) {
+    let scratch = crate::common::scratch(&format!("expctx-{name}"));
+    let opts = ExperimentOptions {
+        out: scratch.join("out"),
         data: root().join("data/corpus"),
         vocab: root().join("data/qwen.tiktoken"),
         short: true,
         threads: 2,
-    }
-}
-
-fn finish(out: PathBuf) {
-    let _ = std::fs::remove_dir_all(out);
+    };
+    (scratch, opts)
 }
 
 #[test]
 fn extrapolation_experiments_run_short() {
-    let opts = short_options("extrapolation");
+    let (_root, opts) = short_options("extrapolation");
     for id in [
         "train.direct_extrapolation",
         "train.ntk_yarn",
@@ -70,12 +69,11 @@ fn extrapolation_experiments_run_short() {
         let v = v.expect("the rule finds every run it needs");
         assert!(v.value.is_finite() && !v.computed.is_empty(), "{v:?}");
     }
-    finish(opts.out);
 }
 
 #[test]
 fn finetune_router_runs_short() {
-    let opts = short_options("router");
+    let (_root, opts) = short_options("router");
     run("train.finetune_router", &opts).unwrap();
     let r: RouterResults = context::read_results(&opts.out).unwrap();
     assert_eq!(r.runs.len(), 4);
@@ -89,12 +87,11 @@ fn finetune_router_runs_short() {
     assert!(r.runs.windows(2).all(|w| w[0].evals[0] == w[1].evals[0]));
     let v = verdict::finetune_router(&r).unwrap();
     assert!(v.value.is_finite(), "{v:?}");
-    finish(opts.out);
 }
 
 #[test]
 fn rope_theta_finetune_runs_short() {
-    let opts = short_options("theta");
+    let (_root, opts) = short_options("theta");
     run("train.rope_theta_finetune", &opts).unwrap();
     let r: ThetaResults = context::read_results(&opts.out).unwrap();
     let names: Vec<&str> = r.runs.iter().map(|x| x.name.as_str()).collect();
@@ -104,7 +101,6 @@ fn rope_theta_finetune_runs_short() {
     assert!((r.raised_theta - 1e4 * 4f64.powf(16.0 / 14.0)).abs() < 1e-6);
     let v = verdict::rope_theta_finetune(&r).unwrap();
     assert!(v.value.is_finite(), "{v:?}");
-    finish(opts.out);
 }
 
 #[test]

@@ -3,12 +3,13 @@
 //! writes a results.json whose structure its verdict rule reads; and each claim's status is
 //! pinned against the recorded results when they are in data/train/experiments/.
 
+use crate::common::Scratch;
 use llm_anatomy::claims::{self, Status};
 use llm_anatomy::train::experiments::dynamics::{
     self, collapse, glitch, max_logit, muon, read_results,
 };
 use llm_anatomy::train::experiments::{ExperimentOptions, recorded_dir};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A corpus of three short documents (one is held out), English and Chinese.
 fn tiny_corpus(dir: &Path) {
@@ -26,9 +27,10 @@ fn tiny_corpus(dir: &Path) {
     }
 }
 
-fn short_options(name: &str) -> (PathBuf, ExperimentOptions) {
-    let root = std::env::temp_dir().join(format!("expdyn-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
+/// The short form's options over a tiny corpus, both in a scratch directory that is
+/// removed when the returned [`Scratch`] drops.
+fn short_options(name: &str) -> (Scratch, ExperimentOptions) {
+    let root = crate::common::scratch(&format!("expdyn-{name}"));
     tiny_corpus(&root.join("corpus"));
     let opts = ExperimentOptions {
         out: root.join("out"),
@@ -49,7 +51,7 @@ fn check_header(h: &dynamics::Header, id: &str) {
 
 #[test]
 fn collapse_short_run() {
-    let (root, opts) = short_options("collapse");
+    let (_root, opts) = short_options("collapse");
     let summary = dynamics::run(collapse::ID, &opts).unwrap();
     assert!(summary.contains("busiest expert"), "{summary}");
     let r: collapse::CollapseResults = read_results(&opts.out).unwrap().unwrap();
@@ -72,7 +74,6 @@ fn collapse_short_run() {
     assert_eq!(r.runs[2].options.router_bias_speed, collapse::BIAS_SPEED);
     let v = collapse::verdict(&r).unwrap();
     assert!(v.worst_ratio.iter().all(|&x| (1.0..=4.0).contains(&x)));
-    std::fs::remove_dir_all(root).unwrap();
 }
 
 /// A fake run whose final held-out loss is `loss`.
@@ -127,7 +128,7 @@ fn the_sweep_brackets_the_best_rate() {
 
 #[test]
 fn muon_short_run() {
-    let (root, opts) = short_options("muon");
+    let (_root, opts) = short_options("muon");
     dynamics::run(muon::ID, &opts).unwrap();
     let r: muon::MuonResults = read_results(&opts.out).unwrap().unwrap();
     check_header(&r.header, muon::ID);
@@ -146,12 +147,11 @@ fn muon_short_run() {
     let v = muon::verdict(&r).unwrap();
     assert_eq!((v.adamw.len(), v.muon.len()), (1, 1));
     assert!(v.spread >= 0.0 && v.gain.is_finite());
-    std::fs::remove_dir_all(root).unwrap();
 }
 
 #[test]
 fn max_logit_short_run() {
-    let (root, opts) = short_options("maxlogit");
+    let (_root, opts) = short_options("maxlogit");
     dynamics::run(max_logit::ID, &opts).unwrap();
     let r: max_logit::MaxLogitResults = read_results(&opts.out).unwrap().unwrap();
     check_header(&r.header, max_logit::ID);
@@ -160,12 +160,11 @@ fn max_logit_short_run() {
     assert_eq!(r.runs[1].options.grad_clip, max_logit::GRAD_CLIP);
     let v = max_logit::verdict(&r).unwrap();
     assert!(v.first.iter().all(|&x| x > 0.0 && x.is_finite()));
-    std::fs::remove_dir_all(root).unwrap();
 }
 
 #[test]
 fn glitch_short_run() {
-    let (root, opts) = short_options("glitch");
+    let (_root, opts) = short_options("glitch");
     dynamics::run(glitch::ID, &opts).unwrap();
     let r: glitch::GlitchResults = read_results(&opts.out).unwrap().unwrap();
     check_header(&r.header, glitch::ID);
@@ -180,7 +179,6 @@ fn glitch_short_run() {
     }
     let v = glitch::verdict(&r).unwrap();
     assert!(v.ratio > 0.0 && v.tied_ratio > 0.0);
-    std::fs::remove_dir_all(root).unwrap();
 }
 
 /// Each claim: needs-data when nothing is recorded; otherwise the status the rule gives on

@@ -610,9 +610,7 @@ fn typed_getters_name_the_file_and_key() {
 #[cfg(unix)]
 #[test]
 fn fifos_devices_and_directories_are_refused_quickly() {
-    let dir = std::env::temp_dir().join(format!("anatomy-gguf-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::scratch("gguf");
     let started = std::time::Instant::now();
     let e = Gguf::open(&dir).unwrap_err().to_string();
     assert!(e.contains("directory"), "{e}");
@@ -631,5 +629,4 @@ fn fifos_devices_and_directories_are_refused_quickly() {
     let e = Gguf::open(&short).unwrap_err().to_string();
     assert!(e.contains("too short"), "{e}");
     assert!(started.elapsed().as_secs() < 5);
-    let _ = std::fs::remove_dir_all(&dir);
 }

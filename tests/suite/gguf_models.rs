@@ -238,8 +238,7 @@ fn the_model_commands_take_a_gguf_file() {
     let (path, ids) = (case.path.to_str().unwrap(), common::join(&prompt()));
     let (hf, _) = read_npy(&case.hf_logits);
     let scale = hf.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-    let out = std::env::temp_dir().join(format!("anatomy-gguf-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&out).unwrap();
+    let out = common::scratch("gguf-cli");
     // The default: the fast path (int8 activations; its accuracy is the KL criterion
     // above), so the command's logits are the library's; --reference: transformers'.
     let (cfg, file) = qwen3::open(&case.path).unwrap();

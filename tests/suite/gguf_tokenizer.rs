@@ -236,11 +236,9 @@ fn error(m: &[(String, MetaValue)]) -> String {
 #[test]
 fn embedding_rows_must_match_the_tokens() {
     use llm_anatomy::quant::GgmlType;
+    let dir = crate::common::scratch("gguf-vocab-rows");
     let write = |rows: u64| {
-        let path = std::env::temp_dir().join(format!(
-            "gguf_vocab_rows_{rows}_{}.gguf",
-            std::process::id()
-        ));
+        let path = dir.join(format!("gguf_vocab_rows_{rows}.gguf"));
         let tensors = vec![(
             "token_embd.weight".to_string(),
             vec![4, rows],
@@ -261,8 +259,6 @@ fn embedding_rows_must_match_the_tokens() {
         e.contains("token_embd.weight") && e.contains("250 rows"),
         "{e}"
     );
-    std::fs::remove_file(good).unwrap();
-    std::fs::remove_file(bad).unwrap();
 }
 
 #[test]

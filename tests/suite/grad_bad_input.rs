@@ -18,12 +18,9 @@ fn good_dir() -> String {
 
 /// Runs `anatomy grad DIR --ids IDS --out TMP`; returns (exit code, stderr).
 fn grad(dir: &str, ids: &str, tag: &str) -> (Option<i32>, String) {
-    let out = std::env::temp_dir().join(format!(
-        "anatomy-grad-bad-{tag}-{}.safetensors",
-        std::process::id()
-    ));
+    let scratch = crate::common::scratch(&format!("grad-bad-{tag}"));
+    let out = scratch.join("grad.safetensors");
     let run = anatomy(&["grad", dir, "--ids", ids, "--out", out.to_str().unwrap()]);
-    let _ = std::fs::remove_file(&out);
     (
         run.status.code(),
         String::from_utf8_lossy(&run.stderr).into_owned(),
@@ -42,7 +39,8 @@ fn assert_bad_input(code: Option<i32>, stderr: &str, what: &str, needles: &[&str
 
 #[test]
 fn missing_model_dir() {
-    let dir = std::env::temp_dir().join("anatomy-grad-no-such-dir");
+    let parent = crate::common::scratch("grad-missing");
+    let dir = parent.join("anatomy-grad-no-such-dir");
     let dir = dir.to_str().unwrap();
     let (code, err) = grad(dir, "1,2,3", "missing");
     assert_bad_input(code, &err, "missing dir", &["anatomy-grad-no-such-dir"]);

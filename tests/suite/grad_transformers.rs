@@ -78,10 +78,8 @@ fn elements(shape: &[usize]) -> usize {
 /// mismatch.
 fn check_case(case: &str) -> Result<(String, f32), String> {
     let dir = case_dir(case);
-    let out = std::env::temp_dir().join(format!(
-        "anatomy-grad-{case}-{}.safetensors",
-        std::process::id()
-    ));
+    let scratch = crate::common::scratch(&format!("grad-{case}"));
+    let out = scratch.join("grad.safetensors");
     let run = anatomy(&[
         "grad",
         dir.to_str().unwrap(),
@@ -98,7 +96,6 @@ fn check_case(case: &str) -> Result<(String, f32), String> {
         ));
     }
     let ours = tensors(&out);
-    let _ = std::fs::remove_file(&out);
     compare(&ours, &tensors(&dir.join("expected.safetensors")))
 }
 

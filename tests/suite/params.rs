@@ -175,8 +175,7 @@ fn cli_params_json_has_the_contract_fields() {
 
 #[test]
 fn cli_params_bad_input_exits_2_naming_the_field() {
-    let dir = std::env::temp_dir().join(format!("anatomy-params-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::scratch("params");
     let cases = [
         ("{\"model_type\": \"gpt2\"}", "model_type"),
         (
@@ -210,7 +209,6 @@ fn cli_params_bad_input_exits_2_naming_the_field() {
     }
     let missing = anatomy(&["params", "no/such/config.json"]);
     assert_eq!(missing.status.code(), Some(2));
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

@@ -149,8 +149,7 @@ fn quantize_to(label: &str, ftype: FileType, dir: &Path) -> PathBuf {
 
 #[test]
 fn quantized_files_match_llama_cpp_s() {
-    let tmp = std::env::temp_dir().join(format!("anatomy-quantize-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = crate::common::scratch("quantize");
     for label in ["hf", "tiny"] {
         let exp = expected(label);
         let reference = Gguf::open(&quantize_to(label, FileType::F32, &tmp)).unwrap();
@@ -207,7 +206,6 @@ fn quantized_files_match_llama_cpp_s() {
             }
         }
     }
-    std::fs::remove_dir_all(&tmp).ok();
 }
 
 fn anatomy(args: &[&str]) -> std::process::Output {
@@ -233,8 +231,7 @@ fn checkpoint_with_nan(dir: &Path, tensor: &str) {
 
 #[test]
 fn bad_input_is_named_and_leaves_the_output_alone() {
-    let tmp = std::env::temp_dir().join(format!("anatomy-quantize-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = crate::common::scratch("quantize-bad");
     let out = tmp.join("out.gguf");
     let out_s = out.to_str().unwrap();
     let hf = checkpoint_dir("hf");
@@ -314,7 +311,6 @@ fn bad_input_is_named_and_leaves_the_output_alone() {
         g.get("tokenizer.ggml.model").and_then(|v| v.as_str()),
         Some("none")
     );
-    std::fs::remove_dir_all(&tmp).ok();
 }
 
 /// transformers' fused expert layout (`mlp.experts.gate_up_proj` `[E, 2I, H]`, gate rows
@@ -322,7 +318,7 @@ fn bad_input_is_named_and_leaves_the_output_alone() {
 #[test]
 fn fused_experts_stack_as_per_expert_ones() {
     use safetensors::tensor::{Dtype, TensorView};
-    let tmp = std::env::temp_dir().join(format!("anatomy-quantize-fused-{}", std::process::id()));
+    let tmp = crate::common::scratch("quantize-fused");
     let fused_dir = tmp.join("fused");
     std::fs::create_dir_all(&fused_dir).unwrap();
     let src = checkpoint_dir("hf");
@@ -380,7 +376,6 @@ fn fused_experts_stack_as_per_expert_ones() {
         assert_eq!((&t.dims, t.ty), (&u.dims, u.ty), "{}", t.name);
         assert!(a.data(t) == b.data(u), "{}: bytes differ", t.name);
     }
-    std::fs::remove_dir_all(&tmp).ok();
 }
 
 /// The logits `anatomy logits` writes for ids 1..=8 of `model` (a directory or a .gguf).
@@ -408,8 +403,7 @@ fn engine_logits(model: &Path, out: &Path) -> Vec<f32> {
 /// logits, the Q8_0 file logits close to them.
 #[test]
 fn the_engine_runs_the_quantised_files() {
-    let tmp = std::env::temp_dir().join(format!("anatomy-quantize-engine-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = crate::common::scratch("quantize-engine");
     let hf = checkpoint_dir("hf");
     let reference = engine_logits(&hf, &tmp.join("hf.safetensors"));
     for (ftype, tolerance) in [(FileType::F32, 1e-4), (FileType::Q8_0, 0.1)] {
@@ -423,5 +417,4 @@ fn the_engine_runs_the_quantised_files() {
             .fold(0.0f32, f32::max);
         assert!(diff <= tolerance, "{}: max |Δlogit| {diff}", ftype.name());
     }
-    std::fs::remove_dir_all(&tmp).ok();
 }

@@ -258,8 +258,7 @@ fn a_missing_qwen2_bias_is_named() {
     // A Qwen2 checkpoint without q_proj.bias is refused with the tensor's name, not run
     // without it.
     let src = case_dir("tied");
-    let tmp = std::env::temp_dir().join(format!("anatomy-q2-nobias-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = common::scratch("q2-nobias");
     std::fs::copy(src.join("config.json"), tmp.join("config.json")).unwrap();
     let ckpt = Checkpoint::open(&src).unwrap();
     let mut tensors = Vec::new();
@@ -297,13 +296,11 @@ fn a_missing_qwen2_bias_is_named() {
         err.contains("model.layers.1.self_attn.q_proj.bias"),
         "{err}"
     );
-    let _ = std::fs::remove_dir_all(&tmp);
 }
 
 #[test]
 fn cli_logits_generate_and_router_stats_on_qwen2() {
-    let tmp = std::env::temp_dir().join(format!("anatomy-q2-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = common::scratch("q2-cli");
     for case in ["tied", "untied_bf16_sharded", "sliding"] {
         let dir = case_dir(case);
         let exp = expected(case);
@@ -360,7 +357,6 @@ fn cli_logits_generate_and_router_stats_on_qwen2() {
         String::from_utf8_lossy(&o.stdout),
         "no MoE layers (a dense model)\n"
     );
-    let _ = std::fs::remove_dir_all(&tmp);
 }
 
 #[test]

@@ -240,8 +240,7 @@ fn real_qwen3_configs_parse() {
 
 #[test]
 fn cli_logits_and_generate_equal_transformers() {
-    let tmp = std::env::temp_dir().join(format!("anatomy-q3-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = common::scratch("q3-cli");
     for case in ["head_dim_gqa", "bf16_sharded", "fused"] {
         let dir = case_dir(case);
         let exp = expected(case);
@@ -349,7 +348,6 @@ fn cli_logits_and_generate_equal_transformers() {
         "--json",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let _ = std::fs::remove_dir_all(&tmp);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use llm_anatomy::tokenizer::{Tokenizer, bpe, glitch, safe_chunks};
 use proptest::prelude::*;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
 
 fn fixture(name: &str) -> Value {
@@ -339,16 +339,12 @@ proptest! {
 
 // ------------------------------------------------------------------ bad input
 
-fn temp_file(name: &str, contents: &[u8]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tokenizer-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    std::fs::write(&p, contents).unwrap();
-    p
-}
-
+/// The error of loading `contents` as file `name` (in a scratch directory removed after).
 fn load_err(name: &str, contents: &str) -> String {
-    match Tokenizer::from_file(&temp_file(name, contents.as_bytes())) {
+    let dir = crate::common::scratch("tokenizer");
+    let path = dir.join(name);
+    std::fs::write(&path, contents).unwrap();
+    match Tokenizer::from_file(&path) {
         Ok(_) => panic!("{name} loaded"),
         Err(e) => e.to_string(),
     }

@@ -56,12 +56,11 @@ fn transformers_logits_equal_ours_on_a_trained_checkpoint() {
 #[test]
 fn params_round_trip_through_save_pretrained() {
     let params = Params::load(&trained()).unwrap();
-    let dir = std::env::temp_dir().join(format!("train_checkpoint_{}", std::process::id()));
+    let dir = crate::common::scratch("train-checkpoint");
     params.save_pretrained(&dir).unwrap();
     let again = Params::load(&dir).unwrap();
     assert!(again.params == params.params, "values after a round trip");
     assert_eq!(again.config, params.config);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]

@@ -2,13 +2,13 @@
 //! resumed equals one that never stopped, checkpoints load back, the loss goes down, and
 //! `anatomy train` refuses bad flags with exit code 2.
 
+use crate::common::Scratch;
 use llm_anatomy::qwen3::config::Qwen3Config;
 use llm_anatomy::train::params::Params;
 use llm_anatomy::train::trainer::{
     StepLog, TrainOptions, TrainState, load_checkpoint, read_log, train,
 };
 use serde_json::json;
-use std::path::PathBuf;
 use std::process::Command;
 
 fn tiny_config() -> Qwen3Config {
@@ -52,10 +52,9 @@ fn options() -> TrainOptions {
     }
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("train_loop_{}_{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+/// An empty output directory for run `name`, removed when dropped.
+fn scratch(name: &str) -> Scratch {
+    crate::common::scratch(&format!("train-loop-{name}"))
 }
 
 fn fresh(options: TrainOptions) -> TrainState {
@@ -120,9 +119,6 @@ fn same_seed_same_losses_and_resume_equals_one_run() {
         loaded.params == a.params.params,
         "Params::load of the checkpoint"
     );
-    for d in [dir_a, dir_b, dir_c] {
-        let _ = std::fs::remove_dir_all(d);
-    }
 }
 
 #[test]
@@ -148,7 +144,6 @@ fn the_loss_goes_down() {
         "starts near ln V: {first}"
     );
     assert!(held < first - 1.0, "held-out {held} vs first {first}");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 fn anatomy(args: &[&str]) -> (i32, String) {
@@ -188,5 +183,4 @@ fn bad_flags_exit_2_with_a_clear_error() {
     let (code, err) = anatomy(&["train", "--out", out, "--resume", "--quiet"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("trainer_state.json"), "{err}");
-    let _ = std::fs::remove_dir_all(dir);
 }

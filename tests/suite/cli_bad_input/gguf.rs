@@ -8,12 +8,9 @@ use super::*;
 
 const GOOD_GGUF: &str = "tests/fixtures/gguf_models/qwen2/q8_0.gguf";
 
-/// A fresh directory for the GGUF cases of `tag`.
-fn gguf_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("anatomy-bad-gguf-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory for the GGUF cases of `tag`, removed when dropped.
+fn gguf_dir(tag: &str) -> Scratch {
+    scratch(&format!("bad-gguf-{tag}"))
 }
 
 fn good_gguf_bytes() -> Vec<u8> {
@@ -211,9 +208,8 @@ fn params_quant_refuses_unknown_schemes_and_a_config_without_a_context() {
 
 /// A corpus of eight short documents and the `train` arguments that run two quick steps
 /// of the repository's small config into `out`.
-fn quick_train(tag: &str) -> (PathBuf, Vec<String>) {
-    let dir = std::env::temp_dir().join(format!("anatomy-bad-train-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+fn quick_train(tag: &str) -> (Scratch, Vec<String>) {
+    let dir = scratch(&format!("bad-train-{tag}"));
     std::fs::create_dir_all(dir.join("data")).unwrap();
     for i in 0..8 {
         let text = format!("the quick brown fox jumps over the lazy dog {i} ").repeat(20);
@@ -302,7 +298,6 @@ fn the_training_log_is_never_a_link_fifo_or_device() {
         b"keep",
         "target appended to"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[cfg(unix)]
@@ -336,7 +331,6 @@ fn a_bad_output_directory_is_bad_input() {
         ],
         &["/dev/null", "not a directory"],
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -419,7 +413,6 @@ fn counts_that_drive_loops_are_bounded_up_front() {
         ),
         &["--eval-batches", "above the limit of 10000"],
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -438,14 +431,13 @@ fn the_learning_rate_floor_is_a_fraction_of_the_peak() {
         &["[0, 1]"],
     );
     assert!(err.contains("got 5"), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // ---- The thinking budget finds `</think>` in the model's own vocabulary.
 
 /// The good fixture with a small tokenizer.json (data/synthetic-glitch's, 1003 ids) plus
 /// the added tokens `extra` as (id, content).
-fn with_tokenizer(tag: &str, extra: &[(u32, &str)]) -> PathBuf {
+fn with_tokenizer(tag: &str, extra: &[(u32, &str)]) -> Scratch {
     let dir = copy_good(tag);
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/synthetic-glitch/tokenizer.json");
     let mut doc: Value = serde_json::from_slice(&std::fs::read(src).unwrap()).unwrap();
@@ -493,11 +485,9 @@ fn the_thinking_budget_looks_up_think_tags_in_the_models_vocabulary() {
 
 /// The bf16 quantize fixture with weight `index` of `tensor` set to `value` (rounded to
 /// bf16 by truncation).
-fn bf16_checkpoint(tag: &str, tensor: &str, index: usize, value: f32) -> PathBuf {
+fn bf16_checkpoint(tag: &str, tensor: &str, index: usize, value: f32) -> Scratch {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/quantize/hf");
-    let dir = std::env::temp_dir().join(format!("anatomy-bad-quant-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch(&format!("bad-quant-{tag}"));
     std::fs::copy(src.join("config.json"), dir.join("config.json")).unwrap();
     let file = dir.join("model.safetensors");
     std::fs::copy(src.join("model.safetensors"), &file).unwrap();
@@ -529,7 +519,6 @@ fn quantize_refuses_weights_its_format_cannot_hold() {
             &needles,
         );
         assert!(!out.exists(), "{ftype}: an output was written");
-        let _ = std::fs::remove_dir_all(&dir);
     }
     // f32::MAX (an f32 checkpoint) rounds to infinity in bf16.
     let dir = copy_good("quant-bf16");
@@ -544,8 +533,7 @@ fn quantize_refuses_weights_its_format_cannot_hold() {
 
 #[test]
 fn figures_into_a_file_or_a_device_is_bad_input() {
-    let dir = std::env::temp_dir().join(format!("anatomy-figs-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("figs");
     let file = dir.join("a-file");
     std::fs::write(&file, b"x").unwrap();
     refused(
@@ -560,7 +548,6 @@ fn figures_into_a_file_or_a_device_is_bad_input() {
         &["figures", "--out", s(&file.join("below"))],
         &["a-file", "not a directory"],
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A GGUF header of `n` one-byte values under short keys.
@@ -584,8 +571,7 @@ fn a_gguf_header_of_tiny_keys_is_refused_before_it_fills_memory() {
     // 2.5 M keys in 46 MB would parse to about 220 MB: past the header's size plus the
     // parser's 128 MiB floor, so refused as it is read (unbounded, 2^24 such keys in
     // 285 MB took 3 GB).
-    let dir = std::env::temp_dir().join(format!("anatomy-tiny-keys-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("tiny-keys");
     let file = dir.join("keys.gguf");
     gguf_of_tiny_keys(&file, 2_500_000);
     let out = dir.join("logits.safetensors");
@@ -593,7 +579,6 @@ fn a_gguf_header_of_tiny_keys_is_refused_before_it_fills_memory() {
         &["logits", s(&file), "--ids", IDS, "--out", s(&out)],
         &["keys.gguf", "in memory"],
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The MoE GGUF fixture rewritten with each of `keys` set (replaced, or added when absent).

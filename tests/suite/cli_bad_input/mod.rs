@@ -3,6 +3,7 @@
 //! checkpoints are made here from a good fixture (tests/fixtures/qwen3/head_dim_gqa,
 //! scripts/gen_qwen3_fixtures.py) by truncating it or rewriting its header or config.
 
+use crate::common::{Scratch, scratch};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,12 +11,10 @@ use std::process::Command;
 const GOOD: &str = "tests/fixtures/qwen3/head_dim_gqa";
 const IDS: &str = "1,2,3";
 
-/// A fresh copy of the good fixture in a temporary directory.
-fn copy_good(tag: &str) -> PathBuf {
+/// A fresh copy of the good fixture in a scratch directory, removed when dropped.
+fn copy_good(tag: &str) -> Scratch {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(GOOD);
-    let dst = std::env::temp_dir().join(format!("anatomy-bad-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dst);
-    std::fs::create_dir_all(&dst).unwrap();
+    let dst = scratch(&format!("bad-{tag}"));
     for f in ["config.json", "model.safetensors"] {
         std::fs::copy(src.join(f), dst.join(f)).unwrap();
     }
@@ -264,7 +263,8 @@ fn prompt_past_max_position_embeddings() {
 
 #[test]
 fn missing_directory_and_missing_files() {
-    let missing = std::env::temp_dir().join("anatomy-no-such-model-dir");
+    let parent = scratch("bad-missing");
+    let missing = parent.join("anatomy-no-such-model-dir");
     logits(
         &missing,
         IDS,

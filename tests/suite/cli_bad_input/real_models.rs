@@ -22,12 +22,9 @@ fn real_model(file: &str, test: &str) -> Option<PathBuf> {
     None
 }
 
-/// A fresh directory for the cases of `tag`.
-fn case_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("anatomy-bad-real-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory for the cases of `tag`, removed when dropped.
+fn case_dir(tag: &str) -> Scratch {
+    scratch(&format!("bad-real-{tag}"))
 }
 
 /// `src`'s metadata with `key` set to `value` (or removed, for `None`), and no tensors:
@@ -129,7 +126,6 @@ fn llama_and_gemma3_metadata_out_of_range_or_missing_names_the_file_and_key() {
             metadata_only(&src, &key, value, &bad);
             logits_refused(&bad, &[&format!("case{i}.gguf"), &key, words]);
         }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 
@@ -170,6 +166,5 @@ fn llama_and_gemma3_non_finite_block_scales_name_the_file_and_tensor() {
             &["generate", s(&bad), "--ids", IDS, "--max-new-tokens", "2"],
             &needles,
         );
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -6,7 +6,8 @@ use super::*;
 /// Runs `logits`, `generate` and `router-stats` on `model`: each refused naming `needles`,
 /// and `logits` writes nothing.
 fn every_model_command_refuses(model: &Path, needles: &[&str]) {
-    let out = std::env::temp_dir().join(format!("anatomy-bad-w-{}.st", std::process::id()));
+    let dir = scratch("bad-w");
+    let out = dir.join("logits.st");
     let m = s(model);
     refused(&["logits", m, "--ids", IDS, "--out", s(&out)], needles);
     refused(
@@ -81,8 +82,7 @@ fn poisoned_gguf(src: &Path, tensor: &str, bytes: &[u8], dst: &Path) {
 #[test]
 fn a_non_finite_gguf_block_scale_names_the_file_and_tensor() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = std::env::temp_dir().join(format!("anatomy-bad-wg-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("bad-wg");
     // f16 NaN and +inf as the scale of a block's first row (Q8_0 and Q4_K: d comes first).
     for (fixture, tensor, role) in [
         (
@@ -115,5 +115,4 @@ fn a_non_finite_gguf_block_scale_names_the_file_and_tensor() {
             );
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
