@@ -385,17 +385,19 @@ pub fn read_json(path: &Path) -> Result<serde_json::Value> {
 mod tests {
     use super::*;
 
-    fn tmp(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("anatomy-read-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    /// An empty directory, removed with its contents when dropped (pass or fail).
+    fn tmp(tag: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("anatomy-read-{tag}-"))
+            .tempdir()
+            .unwrap()
     }
 
     #[test]
     fn reads_refuse_what_is_not_a_regular_file() {
-        let d = tmp("read");
-        let err = read_json(&d).unwrap_err().to_string();
+        let dir = tmp("read");
+        let d = dir.path();
+        let err = read_json(d).unwrap_err().to_string();
         assert!(err.ends_with("is a directory, not a regular file"), "{err}");
         #[cfg(unix)]
         {
@@ -415,7 +417,6 @@ mod tests {
         std::fs::write(&big, vec![b' '; 100]).unwrap();
         let err = read_bounded(&big, 10, "test file").unwrap_err().to_string();
         assert!(err.contains("100 bytes, more than the 10 bytes"), "{err}");
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

@@ -285,16 +285,18 @@ fn set_blocking(file: &File) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
-    fn tmp(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("anatomy-files-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    /// An empty directory, removed with its contents when dropped (pass or fail).
+    fn tmp(tag: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("anatomy-files-{tag}-"))
+            .tempdir()
+            .unwrap()
     }
 
     #[test]
     fn outputs_replace_regular_files_and_refuse_links() {
-        let d = tmp("write");
+        let dir = tmp("write");
+        let d = dir.path();
         let out = d.join("out.bin");
         write_output(&out, |w| w.write_all(b"one")).unwrap();
         write_output(&out, |w| w.write_all(b"two")).unwrap();
@@ -318,15 +320,15 @@ mod tests {
         let err = write_output(&out, |_| Err(std::io::Error::other("boom"))).unwrap_err();
         assert!(matches!(err, Error::Write { .. }));
         assert_eq!(
-            std::fs::read_dir(&d).unwrap().count(),
+            std::fs::read_dir(d).unwrap().count(),
             if cfg!(unix) { 2 } else { 1 }
         );
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
     fn logs_keep_accepted_lines_and_refuse_links() {
-        let d = tmp("log");
+        let dir = tmp("log");
+        let d = dir.path();
         let log = d.join("log.jsonl");
         let mut f = open_log(&log, None).unwrap();
         f.write_all(b"1\n2\n3\n").unwrap();
@@ -347,6 +349,5 @@ mod tests {
         // A name as long as a file system allows still has a temporary sibling.
         let long = d.join("x".repeat(250));
         write_output(&long, |w| w.write_all(b"ok")).unwrap();
-        let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -27,10 +27,12 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) {
     std::fs::write(dir.join(name), bytes).unwrap();
 }
 
-fn tmp(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("anatomy-ckpt-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+/// An empty directory, removed with its contents when dropped (pass or fail).
+fn tmp(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("anatomy-ckpt-{tag}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn f32_bytes(v: &[f32]) -> Vec<u8> {
@@ -46,7 +48,8 @@ fn misaligned_tensors_are_copied_and_read_right() {
         .collect();
     // Pads of 0..4 bytes shift the data section off 4-byte alignment.
     for pad in 0..4 {
-        let dir = tmp(&format!("align{pad}"));
+        let scratch = tmp(&format!("align{pad}"));
+        let dir = scratch.path();
         let file = build(
             &[
                 ("one", "U8", vec![1], vec![7]),
@@ -55,15 +58,14 @@ fn misaligned_tensors_are_copied_and_read_right() {
             ],
             pad,
         );
-        write(&dir, "model.safetensors", &file);
-        let c = Checkpoint::open(&dir).unwrap();
+        write(dir, "model.safetensors", &file);
+        let c = Checkpoint::open(dir).unwrap();
         let m = c.matrix("w", 2, 3).unwrap();
         let mut out = [0.0f32; 2];
         m.matvec(&[1.0, 1.0, 1.0], &mut out);
         assert_eq!(out, [2.75, 4.375]);
         assert_eq!(c.to_f32("h").unwrap(), (w.to_vec(), vec![3, 2]));
         assert!(c.matrix("one", 1, 1).is_err());
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 
@@ -73,10 +75,9 @@ fn problems_are_typed() {
     let w = f32_bytes(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     let good = build(&[("w", "F32", vec![2, 3], w.clone())], 0);
     let problem = |bytes: &[u8], tag: &str| {
-        let dir = tmp(tag);
-        write(&dir, "model.safetensors", bytes);
-        let opened = Checkpoint::open(&dir).and_then(|c| c.matrix("w", 3, 2).map(|_| ()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let scratch = tmp(tag);
+        write(scratch.path(), "model.safetensors", bytes);
+        let opened = Checkpoint::open(scratch.path()).and_then(|c| c.matrix("w", 3, 2).map(|_| ()));
         match opened {
             Err(Error::Checkpoint {
                 problem, tensor, ..

@@ -264,15 +264,17 @@ mod tests {
         TOK.get_or_init(|| Tokenizer::qwen().unwrap())
     }
 
-    fn tmp(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("anatomy-corpus-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    /// An empty directory, removed with its contents when dropped (pass or fail).
+    fn tmp(tag: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("anatomy-corpus-{tag}-"))
+            .tempdir()
+            .unwrap()
     }
 
-    fn small_corpus(tag: &str) -> PathBuf {
-        let d = tmp(tag);
+    fn small_corpus(tag: &str) -> tempfile::TempDir {
+        let dir = tmp(tag);
+        let d = dir.path();
         std::fs::create_dir_all(d.join("en")).unwrap();
         std::fs::create_dir_all(d.join("zh")).unwrap();
         for i in 0..20 {
@@ -281,14 +283,15 @@ mod tests {
         }
         std::fs::write(d.join("zh/poem.txt"), "床前明月光，疑是地上霜。\n").unwrap();
         std::fs::write(d.join("notes.md"), "not a .txt file").unwrap();
-        d
+        dir
     }
 
     #[test]
     fn documents_end_with_endoftext_and_split_is_deterministic() {
-        let d = small_corpus("split");
-        let a = load_corpus(&d, qwen(), 0.2).unwrap();
-        let b = load_corpus(&d, qwen(), 0.2).unwrap();
+        let dir = small_corpus("split");
+        let d = dir.path();
+        let a = load_corpus(d, qwen(), 0.2).unwrap();
+        let b = load_corpus(d, qwen(), 0.2).unwrap();
         assert_eq!(a.sources, b.sources);
         assert_eq!((&a.train, &a.heldout), (&b.train, &b.heldout));
         assert_eq!(a.sources.len(), 21, "the .md file is not a document");
@@ -313,50 +316,50 @@ mod tests {
             qwen().encode("床前明月光，疑是地上霜。\n").unwrap().len() + 1
         );
         // No held-out fraction: everything trains.
-        let all = load_corpus(&d, qwen(), 0.0).unwrap();
+        let all = load_corpus(d, qwen(), 0.0).unwrap();
         assert!(all.heldout.is_empty() && all.sources.iter().all(|s| !s.heldout));
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
     fn literal_special_tokens_in_text_stay_text() {
         let d = tmp("literal");
-        std::fs::write(d.join("a.txt"), "say <|endoftext|> here").unwrap();
-        let c = load_corpus(&d, qwen(), 0.0).unwrap();
+        std::fs::write(d.path().join("a.txt"), "say <|endoftext|> here").unwrap();
+        let c = load_corpus(d.path(), qwen(), 0.0).unwrap();
         let end = qwen().added.id_of(END_OF_TEXT).unwrap();
         assert_eq!(c.train.iter().filter(|&&t| t == end).count(), 1);
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
     fn bad_corpora_are_clear_errors() {
-        let missing = std::env::temp_dir().join("anatomy-corpus-no-such-dir");
+        let parent = tmp("missing");
+        let missing = parent.path().join("anatomy-corpus-no-such-dir");
         let err = load_corpus(&missing, qwen(), 0.1).unwrap_err().to_string();
         assert!(err.contains("anatomy-corpus-no-such-dir"), "{err}");
 
         let empty = tmp("empty");
-        std::fs::write(empty.join("readme.md"), "x").unwrap();
-        let err = load_corpus(&empty, qwen(), 0.1).unwrap_err().to_string();
+        std::fs::write(empty.path().join("readme.md"), "x").unwrap();
+        let err = load_corpus(empty.path(), qwen(), 0.1)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("no .txt files") && err.contains("anatomy-corpus-empty"),
             "{err}"
         );
 
         let bad = tmp("utf8");
-        std::fs::write(bad.join("good.txt"), "fine").unwrap();
-        std::fs::write(bad.join("latin1.txt"), b"caf\xe9").unwrap();
-        let err = load_corpus(&bad, qwen(), 0.1).unwrap_err().to_string();
+        std::fs::write(bad.path().join("good.txt"), "fine").unwrap();
+        std::fs::write(bad.path().join("latin1.txt"), b"caf\xe9").unwrap();
+        let err = load_corpus(bad.path(), qwen(), 0.1)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("latin1.txt") && err.contains("not UTF-8") && err.contains("offset 3"),
             "{err}"
         );
 
         for f in [-0.1, 1.0, f64::NAN] {
-            let err = load_corpus(&bad, qwen(), f).unwrap_err().to_string();
+            let err = load_corpus(bad.path(), qwen(), f).unwrap_err().to_string();
             assert!(err.contains("held-out fraction"), "{err}");
-        }
-        for d in [empty, bad] {
-            let _ = std::fs::remove_dir_all(&d);
         }
     }
 

@@ -477,10 +477,12 @@ mod tests {
         let p = Params::load(&tiny_dir()).unwrap();
         assert!(p.get("lm_head.weight").is_none(), "tied");
         assert_eq!(p.index("model.embed_tokens.weight"), Some(0));
-        let dir = std::env::temp_dir().join(format!("anatomy-params-{}", std::process::id()));
-        p.save_pretrained(&dir).unwrap();
-        let q = Params::load(&dir).unwrap();
-        std::fs::remove_dir_all(&dir).ok();
+        let dir = tempfile::Builder::new()
+            .prefix("anatomy-params-")
+            .tempdir()
+            .unwrap();
+        p.save_pretrained(dir.path()).unwrap();
+        let q = Params::load(dir.path()).unwrap();
         assert_eq!(p.params, q.params);
         // The config survives too, but for the dtype written (f32) and its style.
         assert_eq!(q.config.dtype.as_deref(), Some("float32"));

@@ -1,8 +1,11 @@
-//! The developers' guide's size rule for functions, checked on the source tree: no function
-//! in src/ runs over [`MAX_FN_LINES`] lines (header to closing brace). A long function is
-//! split along its ideas; [`STILL_SPLITTING`] names the few that are not yet, and shrinks.
+//! The developers' guide's house rules, checked on the source tree. No function in src/
+//! runs over [`MAX_FN_LINES`] lines (header to closing brace): a long function is split
+//! along its ideas; [`STILL_SPLITTING`] names the few that are not yet, and shrinks. And
+//! test code leaves the temporary directory as it found it: its scratch files live in
+//! directories removed when the test ends ([`HAND_MADE_TEMP`]).
 
 use std::fs;
+use std::path::Path;
 
 const MAX_FN_LINES: usize = 120;
 
@@ -129,4 +132,74 @@ fn no_function_in_src_is_over_the_limit() {
 fn the_scanner_measures_what_it_should() {
     let text = "pub(crate) fn outer(x: u8) -> u8 {\n    let s = \"}\"; // }\n    let c = '{';\n    x\n}\nfn decl();\n";
     assert_eq!(functions(text), vec![("outer".to_string(), 1, 5)]);
+}
+
+/// A scratch path built by hand on the system's temporary directory outlives its test (a
+/// failed test skips any removal written at its end). Test code takes its scratch space
+/// from `common::scratch` (tests/) or `tempfile::Builder` (src/'s test modules) instead,
+/// whose directories are removed when dropped. Spelled in pieces so this file is no hit.
+const HAND_MADE_TEMP: &[&str] = &[concat!("temp_", "dir()"), concat!("\"/", "tmp")];
+
+/// The test code of a source file as (first line number, text): all of a file under tests/
+/// or named `tests.rs`, else the text from its first `#[cfg(test)]` on (the crate keeps
+/// its test module last), or nothing.
+fn test_code<'a>(rel: &str, text: &'a str) -> (usize, &'a str) {
+    if rel.starts_with("tests/") || rel.ends_with("/tests.rs") {
+        return (1, text);
+    }
+    match text.find("#[cfg(test)]") {
+        Some(at) => (text[..at].lines().count() + 1, &text[at..]),
+        None => (1, ""),
+    }
+}
+
+/// The lines of `code` (numbered from `first`) that build a temporary path by hand.
+fn hand_made_temp(first: usize, code: &str) -> Vec<(usize, String)> {
+    code.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim_start().starts_with("//"))
+        .filter(|(_, line)| HAND_MADE_TEMP.iter().any(|p| line.contains(p)))
+        .map(|(i, line)| (first + i, line.trim().to_string()))
+        .collect()
+}
+
+#[test]
+fn test_code_keeps_its_scratch_files_in_self_removing_directories() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    for dir in ["src", "tests"] {
+        for file in rust_files(&root.join(dir)) {
+            let text = fs::read_to_string(&file).expect("readable source");
+            let rel = file.strip_prefix(root).expect("under the crate");
+            let rel = rel.to_string_lossy().replace('\\', "/");
+            let (first, code) = test_code(&rel, &text);
+            for (line, hit) in hand_made_temp(first, code) {
+                found.push(format!("{rel}:{line}: {hit}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "test code building temporary paths by hand (take a directory from \
+         common::scratch in tests/, tempfile::Builder in src/, so it goes when the test \
+         ends):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_temp_scanner_sees_test_code_only() {
+    let hit = concat!("    let d = std::env::temp_", "dir().join(\"x\");");
+    let text = format!(
+        "fn run() {{\n{hit}\n}}\n#[cfg(test)]\nmod tests {{\n    // temp_{}\n{hit}\n}}\n",
+        "dir()"
+    );
+    let (first, code) = test_code("src/a.rs", &text);
+    assert_eq!(
+        hand_made_temp(first, code),
+        vec![(7, hit.trim().to_string())]
+    );
+    let (first, code) = test_code("src/a/tests.rs", &text);
+    assert_eq!(hand_made_temp(first, code).len(), 2);
+    assert_eq!(test_code("src/b.rs", "fn f() {}\n"), (1, ""));
 }
