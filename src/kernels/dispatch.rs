@@ -47,6 +47,9 @@ pub struct TypeKernels {
     pub avx2_int8_tiles: bool,
     /// AVX2 int8 decode row kernels (one token).
     pub avx2_decode_rows: bool,
+    /// AVX-512 VNNI decode row kernels (one token, 64 weights a register), taken over the
+    /// AVX2 ones where the CPU has them and the policy allows VNNI.
+    pub avx512_decode_rows: bool,
     /// AVX512_VNNI int8 row lanes (and tiles, if `vnni_tiles`), and the smallest group they
     /// beat AVX2 at.
     pub vnni_from_tokens: Option<usize>,
@@ -62,6 +65,7 @@ const fn row(ty: GgmlType, act_block: Option<usize>) -> TypeKernels {
         act_block,
         avx2_int8_tiles: false,
         avx2_decode_rows: false,
+        avx512_decode_rows: false,
         vnni_from_tokens: None,
         vnni_tiles: false,
         native_bf16: false,
@@ -104,6 +108,7 @@ pub const TABLE: [TypeKernels; 11] = [
     TypeKernels {
         avx2_int8_tiles: true,
         avx2_decode_rows: true,
+        avx512_decode_rows: true,
         vnni_from_tokens: Some(LANES_MIN_TOKENS),
         vnni_tiles: true,
         ..row(GgmlType::Q4_K, Some(32))
@@ -112,6 +117,7 @@ pub const TABLE: [TypeKernels; 11] = [
     TypeKernels {
         avx2_int8_tiles: true,
         avx2_decode_rows: true,
+        avx512_decode_rows: true,
         vnni_from_tokens: Some(2),
         vnni_tiles: true,
         ..row(GgmlType::Q6_K, Some(32))
@@ -149,6 +155,9 @@ pub fn names(ty: GgmlType, cpu: CpuFeatures) -> Vec<&'static str> {
     if k.avx2_decode_rows && cpu.avx2_fma() {
         out.push("avx2 int8 decode rows");
     }
+    if k.avx512_decode_rows && cpu.vnni() {
+        out.push("avx512 vnni decode rows");
+    }
     if k.vnni_from_tokens.is_some() && cpu.vnni() {
         out.push(if k.vnni_tiles {
             "avx512 vnni tiles + row lanes"
@@ -160,6 +169,12 @@ pub fn names(ty: GgmlType, cpu: CpuFeatures) -> Vec<&'static str> {
         out.push("avx512 bf16 tiles (split/round)");
     }
     out
+}
+
+/// Whether a one-token group of `ty` takes the AVX-512 VNNI decode rows on this CPU (the
+/// caller has checked that the policy allows VNNI).
+pub fn wide_decode(ty: GgmlType) -> bool {
+    kernels(ty).avx512_decode_rows && cpu().vnni()
 }
 
 /// The largest group of a matmul of weight type `ty` that quantises its activations (0:

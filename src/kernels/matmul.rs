@@ -340,7 +340,7 @@ unsafe fn int8_rows(
     if vnni && vnni_rows(ty, bytes, row_bytes, r.clone(), acts, g, o) {
         return;
     }
-    if decode_rows(ty, bytes, row_bytes, r.clone(), acts, g, o) {
+    if decode_rows(ty, bytes, row_bytes, r.clone(), acts, g, o, vnni) {
         return;
     }
     for (i, ri) in r.enumerate() {
@@ -376,8 +376,10 @@ fn vnni_rows(
 }
 
 /// A decode step (one token): the row kernels of `quant::decode` over rows `r` (at most
-/// [`ROW_BLOCK`]), checked once for them all; false, having written nothing, when `ty` has
-/// none on this CPU or the group has more than one token.
+/// [`ROW_BLOCK`]), checked once for them all, the 512-bit ones if `vnni` allows them;
+/// false, having written nothing, when `ty` has none on this CPU or the group has more
+/// than one token.
+#[allow(clippy::too_many_arguments)]
 fn decode_rows(
     ty: crate::quant::GgmlType,
     bytes: &[u8],
@@ -386,6 +388,7 @@ fn decode_rows(
     acts: &QuantizedRows,
     g: Group,
     o: Out,
+    vnni: bool,
 ) -> bool {
     if g.n != 1 {
         return false;
@@ -393,7 +396,7 @@ fn decode_rows(
     let mut v = [0.0f32; ROW_BLOCK];
     let v = &mut v[..r.len()];
     let rows = &bytes[r.start * row_bytes..r.end * row_bytes];
-    if !quant::decode::dot_rows(ty, rows, row_bytes, acts.row(g.first_in), v) {
+    if !quant::decode::dot_rows(ty, rows, row_bytes, acts.row(g.first_in), v, vnni) {
         return false;
     }
     for (i, &x) in v.iter().enumerate() {
@@ -421,7 +424,7 @@ fn int8_tiles(
     if vnni && vnni_rows(ty, bytes, row_bytes, r.clone(), acts, g, o) {
         return;
     }
-    if decode_rows(ty, bytes, row_bytes, r.clone(), acts, g, o) {
+    if decode_rows(ty, bytes, row_bytes, r.clone(), acts, g, o, vnni) {
         return;
     }
     let empty: &[u8] = &[];

@@ -26,13 +26,21 @@ pub fn has_decode(ty: GgmlType) -> bool {
 /// when [`has_decode`] is false.
 pub fn dot_row(ty: GgmlType, row: &[u8], x: ActRow) -> Option<f32> {
     let mut out = [0.0f32];
-    dot_rows(ty, row, row.len(), x, &mut out).then_some(out[0])
+    dot_rows(ty, row, row.len(), x, &mut out, false).then_some(out[0])
 }
 
 /// [`dot_row`] for the consecutive rows of `rows` (`out.len()` rows of `row_bytes` bytes,
 /// which is what a decode step's row-block task holds), the shapes and the CPU checked
-/// once for them all. Returns false, having done nothing, when [`has_decode`] is false.
-pub fn dot_rows(ty: GgmlType, rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) -> bool {
+/// once for them all; with the 512-bit rows when `wide` and the dispatch table gives `ty`
+/// them on this CPU. Returns false, having done nothing, when [`has_decode`] is false.
+pub fn dot_rows(
+    ty: GgmlType,
+    rows: &[u8],
+    row_bytes: usize,
+    x: ActRow,
+    out: &mut [f32],
+    wide: bool,
+) -> bool {
     if !has_decode(ty) {
         return false;
     }
@@ -52,8 +60,33 @@ pub fn dot_rows(ty: GgmlType, rows: &[u8], row_bytes: usize, x: ActRow, out: &mu
         Some(rows.len()),
         "decode dot: rows"
     );
-    avx2::dot_rows(ty, rows, row_bytes, x, out);
+    if wide && crate::kernels::dispatch::wide_decode(ty) {
+        avx512::dot_rows(ty, rows, row_bytes, x, out);
+    } else {
+        avx2::dot_rows(ty, rows, row_bytes, x, out);
+    }
     true
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+
+#[cfg(not(target_arch = "x86_64"))]
+mod avx512 {
+    use super::ActRow;
+    use crate::quant::GgmlType;
+    /// No AVX-512 here.
+    pub fn available() -> bool {
+        false
+    }
+    pub fn dot_rows(_: GgmlType, _: &[u8], _: usize, _: ActRow, _: &mut [f32]) {
+        unreachable!("decode kernels: not on this CPU")
+    }
+}
+
+/// Whether the 512-bit decode rows can run on this CPU.
+pub fn has_wide_decode() -> bool {
+    avx512::available()
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -160,12 +193,12 @@ mod avx2 {
     /// a single sequential stream, which the hardware prefetchers alone do not keep at
     /// full rate; of 0.5–4 KiB, 2 KiB ahead read an LM-head-sized matrix fastest
     /// (`big_timing`).
-    const AHEAD: usize = 2048;
+    pub(super) const AHEAD: usize = 2048;
 
     /// Asks for the cache lines of `bytes` bytes at [`AHEAD`] bytes past `p` (a hint: the
     /// address may lie past the matrix, which a prefetch never faults on).
     #[inline(always)]
-    fn prefetch(p: *const u8, bytes: usize) {
+    pub(super) fn prefetch(p: *const u8, bytes: usize) {
         let ahead = AHEAD;
         let mut k = 0;
         while k < bytes {
@@ -424,6 +457,13 @@ mod tests {
         }
     }
 
+    /// The kernel widths `ty` has here: the AVX2 rows, and the 512-bit ones if the table
+    /// gives them to `ty` and the CPU has them.
+    fn widths(ty: GgmlType) -> Vec<bool> {
+        let wide = crate::kernels::dispatch::wide_decode(ty) && has_wide_decode();
+        if wide { vec![false, true] } else { vec![false] }
+    }
+
     fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
         let mut s = seed.wrapping_mul(2654435761).wrapping_add(77);
         (0..n)
@@ -442,39 +482,44 @@ mod tests {
     }
 
     /// Each decode kernel equals the reference row dot within the f32 re-association
-    /// bound (the integer block sums are the same), over several rows and lengths.
+    /// bound (the integer block sums are the same), over several rows and lengths (nine
+    /// rows: the 512-bit rows' interleaved runs and their remainder).
     #[test]
     fn decode_kernels_equal_the_reference_dots() {
+        const ROWS: usize = 9;
         for ty in DECODE_TYPES {
             if !has_decode(ty) {
                 continue;
             }
             for (seed, cols) in [(1u32, 256usize), (2, 768), (3, 2048), (4, 4096)] {
-                let w = values(3 * cols, seed, 0.3);
+                let w = values(ROWS * cols, seed, 0.3);
                 let mut bytes = Vec::new();
                 quantize(ty, &w, &mut bytes);
-                let rb = bytes.len() / 3;
+                let rb = bytes.len() / ROWS;
                 let xs = values(cols, seed + 40, 2.0);
                 let mut acts = QuantizedRows::default();
                 acts.quantize(&xs, cols, activation_block(ty).unwrap());
                 let mut wd = vec![0.0f32; w.len()];
                 dequantize(ty, &bytes, &mut wd);
                 let xd = acts.dequantize_row(0);
-                for i in 0..3 {
-                    let row = &bytes[i * rb..][..rb];
-                    let want = dot_row_reference(ty, row, acts.row(0));
-                    let got = dot_row(ty, row, acts.row(0)).expect("has_decode");
-                    let mag: f32 = wd[i * cols..(i + 1) * cols]
-                        .iter()
-                        .zip(&xd)
-                        .map(|(a, b)| (a * b).abs())
-                        .sum();
-                    let tol = 4.0 * (cols / 32) as f32 * f32::EPSILON * mag;
-                    assert!(
-                        (got - want).abs() <= tol,
-                        "{} cols {cols} row {i}: {got} vs {want} (tol {tol})",
-                        ty.name()
-                    );
+                for wide in widths(ty) {
+                    let mut got = [0.0f32; ROWS];
+                    assert!(dot_rows(ty, &bytes, rb, acts.row(0), &mut got, wide));
+                    for (i, got) in got.into_iter().enumerate() {
+                        let row = &bytes[i * rb..][..rb];
+                        let want = dot_row_reference(ty, row, acts.row(0));
+                        let mag: f32 = wd[i * cols..(i + 1) * cols]
+                            .iter()
+                            .zip(&xd)
+                            .map(|(a, b)| (a * b).abs())
+                            .sum();
+                        let tol = 4.0 * (cols / 32) as f32 * f32::EPSILON * mag;
+                        assert!(
+                            (got - want).abs() <= tol,
+                            "{} wide {wide} cols {cols} row {i}: {got} vs {want} (tol {tol})",
+                            ty.name()
+                        );
+                    }
                 }
             }
         }
@@ -493,11 +538,18 @@ mod tests {
             x[300] = f32::INFINITY;
             let mut acts = QuantizedRows::default();
             acts.quantize(&x, 512, activation_block(ty).unwrap());
-            assert!(
-                dot_row(ty, &bytes, acts.row(0)).unwrap().is_nan(),
-                "{}",
-                ty.name()
-            );
+            for wide in widths(ty) {
+                let mut got = [0.0f32];
+                assert!(dot_rows(
+                    ty,
+                    &bytes,
+                    bytes.len(),
+                    acts.row(0),
+                    &mut got,
+                    wide
+                ));
+                assert!(got[0].is_nan(), "{} wide {wide}", ty.name());
+            }
         }
     }
 }
