@@ -562,12 +562,36 @@ fn gguf_chat_uses_the_files_own_template() {
     let (status, text) = server.post("/v1/chat/completions", &body);
     let v = json_ok(status, &text);
     assert_eq!(frame_ids(&v), want_ids);
+    let want_text = as_the_message_holds_it(&model, &v, &want_ids, want_text);
     assert_eq!(whole_text(&v), want_text);
     let mut streamed = body.clone();
     streamed["stream"] = json!(true);
     let (status, text) = server.post("/v1/chat/completions", &streamed);
     assert_eq!(status, 200, "{text}");
     assert_eq!(streamed_text(&text).0, want_text);
+}
+
+/// `generate`'s text of `ids` as the API's message holds it: an answer that stopped ends
+/// with its end-of-turn token, which `generate` prints and the message leaves out.
+fn as_the_message_holds_it(model: &str, v: &Value, ids: &[u32], text: String) -> String {
+    let Some((_, kept)) = ids.split_last() else {
+        return text;
+    };
+    if v["choices"][0]["finish_reason"] != "stop" {
+        return text;
+    }
+    if kept.is_empty() {
+        return String::new();
+    }
+    let list = crate::common::join(kept);
+    let out = anatomy(&["detokenize", &list, "--vocab", model, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    d["text"].as_str().unwrap().to_string()
 }
 
 /// A base model without a chat template (Gemma 3 270M) serves completions equal to plain
