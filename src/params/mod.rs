@@ -24,15 +24,14 @@
 //! `moe.scale_13b_671b`, `rope.no_parameters` (no tensor for positions).
 
 pub mod config;
+pub mod family;
 pub mod quant;
 pub mod quant_error;
 pub mod report;
 pub mod tensors;
 
-pub use config::{
-    BUNDLED, Family, Mla, ModelConfig, Moe, PUBLISHED, QkNorm, bundled, default_kv_heads,
-    published_json,
-};
+pub use config::{BUNDLED, Mla, ModelConfig, Moe, PUBLISHED, bundled, published_json};
+pub use family::{ConfigStyle, Description, FAMILIES, Family, QkNorm};
 pub use report::{book_snippets, group, report_file, text_report};
 pub use tensors::{ParamTensor, layer_tensors};
 

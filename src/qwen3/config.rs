@@ -24,17 +24,11 @@
 use crate::error::{Error, Result};
 use crate::json::Fields;
 use crate::long_context::scaling::RopeConfig;
+use crate::params::{Description, FAMILIES, Family, QkNorm};
 use serde_json::Value;
 use std::path::Path;
 
-/// Which transformers generation wrote the config (informational: both compute alike).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConfigStyle {
-    /// `rope_theta` / `rope_scaling`, `num_experts`, `torch_dtype`.
-    Transformers4,
-    /// `rope_parameters`, `num_local_experts`, `dtype`.
-    Transformers5,
-}
+pub use crate::params::ConfigStyle;
 
 /// Every config field that changes the forward pass.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,11 +79,6 @@ pub struct Qwen3Config {
     pub router_aux_loss_coef: f32,
 }
 
-/// Sizes that fix tensor shapes must be at least 1.
-fn req_usize(f: &Fields, field: &str) -> Result<usize> {
-    f.req_usize_nonzero(field, "must be at least 1")
-}
-
 impl Qwen3Config {
     /// Reads and parses `config.json` (and `generation_config.json`'s `eos_token_id`
     /// beside it, when present, as generation does).
@@ -112,189 +101,72 @@ impl Qwen3Config {
     /// Parses a config object; `what` names it in errors. A multimodal `gemma3` config is
     /// read through its `text_config`.
     pub fn from_json(cfg: &Value, what: &str) -> Result<Qwen3Config> {
-        if !cfg.is_object() {
-            return Err(Error::Invalid(format!("{what}: not a JSON object")));
+        Self::from_description(&Description::from_json(cfg, what)?)
+    }
+
+    /// The engine's view of a description: the shared sizes and defaults, plus RoPE, the
+    /// sliding windows, the router's settings and what generation and training read.
+    pub fn from_description(d: &Description) -> Result<Qwen3Config> {
+        let f = d.fields();
+        if !d.defaults.engine_runs {
+            let runs: Vec<&str> = FAMILIES
+                .iter()
+                .filter(|r| r.engine_runs)
+                .map(|r| r.model_type)
+                .collect();
+            return Err(f.error(
+                "model_type",
+                format!("{:?} is not one of {runs:?}", d.model_type()),
+            ));
         }
-        let f = Fields::new(what, cfg);
-        if f.opt_str("model_type")? == Some("gemma3")
-            && let Some(text) = f.get("text_config")
-        {
-            let mut text = text.clone();
-            let Some(obj) = text.as_object_mut() else {
-                return Err(f.error("text_config", "expected an object"));
-            };
-            obj.entry("model_type").or_insert("gemma3_text".into());
-            return Self::from_json(&text, &format!("{what}: text_config"));
-        }
-        let model_type = model_type_of(&f)?;
-        let gemma = matches!(model_type.as_str(), "gemma3" | "gemma3_text");
+        let gemma = d.family() == Family::Gemma3;
         if gemma {
             check_gemma3_supported(&f)?;
         }
-        let gemma_view = gemma.then(|| gemma3_global_rope_view(&f, cfg));
-        let cfg = gemma_view.as_ref().unwrap_or(cfg);
-        let f = Fields::new(what, cfg);
-        let moe = model_type == "qwen3_moe";
-        let qwen2 = model_type == "qwen2";
-        let llama = model_type == "llama";
-        let style = if f.get("rope_parameters").is_some()
-            || f.get("num_local_experts").is_some()
-            || f.get("dtype").is_some()
-        {
-            ConfigStyle::Transformers5
-        } else {
-            ConfigStyle::Transformers4
-        };
-
-        let hidden_size = req_usize(&f, "hidden_size")?;
-        let num_hidden_layers = req_usize(&f, "num_hidden_layers")?;
-        let num_attention_heads = req_usize(&f, "num_attention_heads")?;
-        let vocab_size = req_usize(&f, "vocab_size")?;
-        let num_key_value_heads = match f.opt_usize("num_key_value_heads")? {
-            Some(n) => n,
-            None if gemma => 4,
-            None => crate::params::default_kv_heads(
-                &model_type,
-                f.raw("num_key_value_heads").is_none(),
-                num_attention_heads as u64,
-            ) as usize,
-        };
-        if num_key_value_heads == 0 || !num_attention_heads.is_multiple_of(num_key_value_heads) {
-            return Err(Error::field(
-                what,
-                "num_key_value_heads",
-                format!(
-                    "{num_key_value_heads} does not divide num_attention_heads = {num_attention_heads}"
-                ),
-            ));
-        }
-        let head_dim = f
-            .opt_usize("head_dim")?
-            .unwrap_or(if moe || qwen2 || llama {
-                hidden_size / num_attention_heads
-            } else {
-                128
-            });
+        check_activation(&f, gemma)?;
+        let head_dim = d.head_dim as usize;
         if head_dim < 2 || !head_dim.is_multiple_of(2) {
-            return Err(Error::field(
-                what,
+            return Err(f.error(
                 "head_dim",
                 format!("must be even and at least 2, got {head_dim}"),
             ));
         }
-        check_activation(&f, gemma)?;
-        let max_position_embeddings =
-            f.opt_usize("max_position_embeddings")?
-                .unwrap_or(match model_type.as_str() {
-                    "llama" => 2048,
-                    "gemma3" | "gemma3_text" => 131_072,
-                    _ => 32768,
-                });
-        let rms_norm_eps = f.opt_nonnegative_f64("rms_norm_eps")?.unwrap_or(1e-6) as f32;
-        // RoPE rotates the class's head_dim when the file leaves it out (transformers reads
-        // `config.head_dim`, which the class default has filled).
-        let rope = if f.get("head_dim").is_none() {
-            let mut with_dim = cfg.clone();
-            with_dim["head_dim"] = head_dim.into();
-            RopeConfig::from_model_config(&with_dim, what)?
-        } else {
-            RopeConfig::from_model_config(cfg, what)?
-        };
-        if rope.head_dim != head_dim {
-            return Err(Error::field(
-                what,
-                "head_dim",
-                format!(
-                    "RoPE would rotate {} dimensions of a {head_dim}-dim head",
-                    rope.head_dim
-                ),
-            ));
-        }
-
-        // The MoE fields (an absent expert count means a dense model; Qwen2 is always dense).
-        let num_experts = match f.opt_usize("num_experts")? {
-            _ if qwen2 || llama || gemma => 0,
-            Some(n) => n,
-            None => f.opt_usize("num_local_experts")?.unwrap_or(0),
-        };
-        let (num_experts_per_tok, moe_intermediate_size) = if num_experts > 0 {
-            let k = req_usize(&f, "num_experts_per_tok")?;
-            if k > num_experts {
-                return Err(Error::field(
-                    what,
-                    "num_experts_per_tok",
-                    format!("{k} is more than the {num_experts} experts"),
-                ));
-            }
-            (k, req_usize(&f, "moe_intermediate_size")?)
-        } else {
-            (0, 0)
-        };
-        let decoder_sparse_step = f.opt_usize("decoder_sparse_step")?.unwrap_or(1);
-        if num_experts > 0 && decoder_sparse_step == 0 {
-            return Err(Error::field(
-                what,
-                "decoder_sparse_step",
-                "must be at least 1 (MoE every n-th layer)",
-            ));
-        }
-        let mlp_only_layers = f.index_list("mlp_only_layers")?;
-
-        // Sliding windows: Qwen3-MoE applies one to every layer when enabled; dense Qwen3 and
-        // Qwen2 pick layers by `layer_types` (or from `max_window_layers` on). An absent
-        // `sliding_window` is the classes' 4096; `null` is none.
-        let window = if f.opt_bool("use_sliding_window")?.unwrap_or(false) {
-            match f.raw("sliding_window") {
-                Some(Value::Null) => None,
-                _ => Some(f.opt_usize("sliding_window")?.unwrap_or(4096)).filter(|w| *w > 0),
-            }
-        } else {
-            None
-        };
-        let sliding_window = if gemma {
-            gemma3_windows(&f, num_hidden_layers)?
-        } else if llama {
-            vec![None; num_hidden_layers]
-        } else if moe {
-            vec![window; num_hidden_layers]
-        } else {
-            match f.get("layer_types") {
-                Some(_) => layer_types(&f, num_hidden_layers, window)?,
-                None => {
-                    let first = f.opt_usize("max_window_layers")?.unwrap_or(28);
-                    (0..num_hidden_layers)
-                        .map(|l| window.filter(|_| l >= first))
-                        .collect()
-                }
-            }
-        };
-
-        let out = Qwen3Config {
-            model_type,
-            style,
-            vocab_size,
-            hidden_size,
-            intermediate_size: f.opt_usize("intermediate_size")?.unwrap_or(0),
-            num_hidden_layers,
-            num_attention_heads,
-            num_key_value_heads,
+        let layers = d.num_hidden_layers as usize;
+        let experts = d.experts.as_ref();
+        let width = |x: u64| x as usize;
+        Ok(Qwen3Config {
+            model_type: d.model_type().to_string(),
+            style: d.style,
+            vocab_size: width(d.vocab_size),
+            hidden_size: width(d.hidden_size),
+            intermediate_size: width(d.intermediate_size),
+            num_hidden_layers: layers,
+            num_attention_heads: width(d.num_attention_heads),
+            num_key_value_heads: width(d.num_key_value_heads),
             head_dim,
-            max_position_embeddings,
-            rms_norm_eps,
-            tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(gemma),
-            attention_bias: qwen2 || f.opt_bool("attention_bias")?.unwrap_or(false),
-            o_proj_bias: !qwen2 && f.opt_bool("attention_bias")?.unwrap_or(false),
-            qk_norm: !qwen2 && !llama,
-            rope,
-            num_experts,
-            num_experts_per_tok,
-            moe_intermediate_size,
+            max_position_embeddings: f
+                .opt_usize("max_position_embeddings")?
+                .unwrap_or(width(d.defaults.max_position_embeddings)),
+            rms_norm_eps: f.opt_nonnegative_f64("rms_norm_eps")?.unwrap_or(1e-6) as f32,
+            tie_word_embeddings: d.tie_word_embeddings,
+            attention_bias: d.qkv_bias,
+            o_proj_bias: d.o_bias,
+            qk_norm: d.defaults.qk_norm == QkNorm::PerHead,
+            rope: rope_of(d)?,
+            num_experts: experts.map_or(0, |e| width(e.count)),
+            num_experts_per_tok: experts.map_or(0, |e| width(e.k)),
+            moe_intermediate_size: experts.map_or(0, |e| width(e.width)),
             norm_topk_prob: f.opt_bool("norm_topk_prob")?.unwrap_or(false),
-            decoder_sparse_step,
-            mlp_only_layers,
-            sliding_window,
+            decoder_sparse_step: match experts {
+                Some(e) => width(e.decoder_sparse_step),
+                None => f.opt_usize("decoder_sparse_step")?.unwrap_or(1),
+            },
+            mlp_only_layers: experts.map_or(Vec::new(), |e| {
+                e.mlp_only_layers.iter().map(|&l| l as usize).collect()
+            }),
+            sliding_window: sliding_windows(&f, d.family(), layers)?,
             dtype: match f.opt_str("dtype")? {
-                Some(d) => Some(d.to_string()),
+                Some(t) => Some(t.to_string()),
                 None => f.opt_str("torch_dtype")?.map(str::to_string),
             },
             eos_token_ids: f
@@ -307,40 +179,60 @@ impl Qwen3Config {
             router_aux_loss_coef: f
                 .opt_nonnegative_f64("router_aux_loss_coef")?
                 .unwrap_or(0.001) as f32,
-        };
-        if (0..num_hidden_layers).any(|l| !out.is_moe_layer(l)) && out.intermediate_size == 0 {
-            return Err(Error::field(
-                what,
-                "intermediate_size",
-                "missing (a dense MLP layer needs it)",
-            ));
-        }
-        Ok(out)
+        })
     }
 }
 
-/// The families this engine runs, by `model_type`.
-const MODEL_TYPES: &[&str] = &[
-    "qwen3_moe",
-    "qwen3",
-    "qwen2",
-    "llama",
-    "gemma3_text",
-    "gemma3",
-];
-
-/// `model_type`, or the family an untyped config implies (experts → Qwen3-MoE, else Qwen3).
-fn model_type_of(f: &Fields) -> Result<String> {
-    let has_experts = f.get("num_experts").is_some() || f.get("num_local_experts").is_some();
-    match f.opt_str("model_type")? {
-        Some(t) if MODEL_TYPES.contains(&t) => Ok(t.to_string()),
-        Some(other) => Err(f.error(
-            "model_type",
-            format!("{other:?} is not one of {MODEL_TYPES:?}"),
-        )),
-        None if has_experts => Ok("qwen3_moe".to_string()),
-        None => Ok("qwen3".to_string()),
+/// RoPE as transformers reads it from the config: over the class's `head_dim` when the
+/// file leaves it out, and for Gemma 3 over its global layers' settings.
+fn rope_of(d: &Description) -> Result<RopeConfig> {
+    let mut view = d.doc().clone();
+    let obj = view
+        .as_object_mut()
+        .expect("a description is read from an object");
+    if obj.get("head_dim").is_none_or(Value::is_null) {
+        obj.insert("head_dim".into(), d.head_dim.into());
     }
+    if d.family() == Family::Gemma3 {
+        gemma3_global_rope_view(obj);
+    }
+    let rope = RopeConfig::from_model_config(&view, d.what())?;
+    if rope.head_dim as u64 != d.head_dim {
+        return Err(Error::field(
+            d.what(),
+            "head_dim",
+            format!(
+                "RoPE would rotate {} dimensions of a {}-dim head",
+                rope.head_dim, d.head_dim
+            ),
+        ));
+    }
+    Ok(rope)
+}
+
+/// Per layer: the sliding-window length, or `None` for full causal attention. Qwen3-MoE
+/// applies one to every layer when enabled; dense Qwen3 and Qwen2 pick layers by
+/// `layer_types` (or from `max_window_layers` on); Gemma 3 by its pattern. An absent
+/// `sliding_window` is the classes' 4096; `null` is none.
+fn sliding_windows(f: &Fields, family: Family, layers: usize) -> Result<Vec<Option<usize>>> {
+    let window = if f.opt_bool("use_sliding_window")?.unwrap_or(false) {
+        match f.raw("sliding_window") {
+            Some(Value::Null) => None,
+            _ => Some(f.opt_usize("sliding_window")?.unwrap_or(4096)).filter(|w| *w > 0),
+        }
+    } else {
+        None
+    };
+    Ok(match family {
+        Family::Gemma3 => gemma3_windows(f, layers)?,
+        Family::Llama => vec![None; layers],
+        Family::Qwen3Moe => vec![window; layers],
+        _ if f.get("layer_types").is_some() => layer_types(f, layers, window)?,
+        _ => {
+            let first = f.opt_usize("max_window_layers")?.unwrap_or(28);
+            (0..layers).map(|l| window.filter(|_| l >= first)).collect()
+        }
+    })
 }
 
 /// The gate's activation: SwiGLU's `silu`, or Gemma's `gelu_pytorch_tanh` (Gemma 3 names
@@ -399,20 +291,16 @@ fn check_gemma3_supported(f: &Fields) -> Result<()> {
     Ok(())
 }
 
-/// A copy of a Gemma 3 config that RoPE reads as the global layers' rotation: `head_dim`
-/// filled in (Gemma3TextConfig's 256), `rope_theta` defaulted to its 10⁶, and a 5.x
-/// per-layer-type `rope_parameters` table replaced by its `full_attention` entry.
-fn gemma3_global_rope_view(f: &Fields, cfg: &Value) -> Value {
-    let mut view = cfg.clone();
-    let obj = view.as_object_mut().expect("checked to be an object");
-    if f.get("head_dim").is_none() {
-        obj.insert("head_dim".into(), 256.into());
-    }
-    if let Some(full) = f
+/// Gemma 3's global layers as RoPE reads them: `rope_theta` defaulted to
+/// Gemma3TextConfig's 10⁶, and a 5.x per-layer-type `rope_parameters` table replaced by its
+/// `full_attention` entry (`head_dim` is already filled in).
+fn gemma3_global_rope_view(obj: &mut serde_json::Map<String, Value>) {
+    if let Some(full) = obj
         .get("rope_parameters")
         .and_then(|p| p.get("full_attention"))
+        .cloned()
     {
-        obj.insert("rope_parameters".into(), full.clone());
+        obj.insert("rope_parameters".into(), full);
     }
     let has_theta = obj.get("rope_theta").is_some_and(|v| !v.is_null())
         || obj
@@ -422,7 +310,6 @@ fn gemma3_global_rope_view(f: &Fields, cfg: &Value) -> Value {
     if !has_theta {
         obj.insert("rope_theta".into(), 1e6.into());
     }
-    view
 }
 
 /// Gemma 3's windows: every layer whose `layer_types` entry is `sliding_attention` (or, in

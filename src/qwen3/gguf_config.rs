@@ -143,7 +143,8 @@ pub fn config_from_gguf(g: &Gguf) -> Result<Qwen3Config> {
 }
 
 /// The config that `metadata` and the tensor list describe; errors name `file` and the
-/// GGUF key.
+/// GGUF key. The keys become a config.json object, which [`Qwen3Config::from_json`] reads
+/// with every check a config.json gets.
 pub fn config_from_metadata(
     file: &Path,
     metadata: &[(String, MetaValue)],
@@ -151,138 +152,14 @@ pub fn config_from_metadata(
 ) -> Result<Qwen3Config> {
     let what = file.display().to_string();
     let get = |key: &str| metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v);
-    let key_error = |key: &str, problem: String| Error::field(&what, key, problem);
-    let arch_key = "general.architecture";
-    let arch = match get(arch_key) {
-        None => return Err(key_error(arch_key, "missing".into())),
-        Some(v) => v
-            .as_str()
-            .ok_or_else(|| key_error(arch_key, "not a string".into()))?,
-    };
-    let Some(&(_, model_type)) = ARCHITECTURES.iter().find(|(a, _)| *a == arch) else {
-        return Err(key_error(
-            arch_key,
-            format!(
-                "{arch:?} is not one of {:?}",
-                ARCHITECTURES.iter().map(|(a, _)| *a).collect::<Vec<_>>()
-            ),
-        ));
-    };
+    let (arch, model_type) = architecture(&get, &what)?;
     let key = |suffix: &str| format!("{arch}.{suffix}");
-    let tensor = |name: &str| tensors.iter().find(|t| t.name == name);
-
-    let mut cfg = Map::new();
-    cfg.insert("model_type".into(), json!(model_type));
-    for &(field, suffix) in KEYS {
-        let k = key(suffix);
-        let Some(v) = get(&k) else { continue };
-        let value = if field == "norm_topk_prob" {
-            json!(
-                v.as_bool()
-                    .ok_or_else(|| key_error(&k, "not a boolean".into()))?
-            )
-        } else if matches!(field, "rms_norm_eps" | "rope_theta") {
-            json!(meta_float(v, &what, &k)?)
-        } else {
-            json!(meta_count(v, &what, &k)?)
-        };
-        cfg.insert(field.into(), value);
-    }
-    for (field, suffix) in [
-        ("num_hidden_layers", "block_count"),
-        ("hidden_size", "embedding_length"),
-        ("num_attention_heads", "attention.head_count"),
-    ] {
-        if !cfg.contains_key(field) {
-            return Err(key_error(&key(suffix), "missing".into()));
-        }
-    }
-    architecture_fields(&mut cfg, model_type, &get, &key, &what)?;
-    if cfg.get("head_dim").and_then(Value::as_u64) == Some(0) {
-        return Err(key_error(
-            &key("attention.key_length"),
-            "0: a head needs at least 1 dimension".into(),
-        ));
-    }
-    let value_length = key("attention.value_length");
-    if let (Some(k), Some(v)) = (cfg.get("head_dim"), get(&value_length))
-        && v.as_u64() != k.as_u64()
-    {
-        return Err(key_error(
-            &value_length,
-            format!("{v:?} differs from attention.key_length = {k}"),
-        ));
-    }
-    let whole = |field: &str| cfg.get(field).and_then(Value::as_u64).unwrap_or(0) as usize;
-    let (hidden, heads, layers) = (
-        whole("hidden_size"),
-        whole("num_attention_heads"),
-        whole("num_hidden_layers"),
-    );
-    // Before anything loops over the layers (Qwen3Config checks the same limit, later).
-    crate::limits::check(
-        &what,
-        &format!("key `{}`", key("block_count")),
-        layers as u128,
-        crate::limits::LAYERS,
-    )?;
-    if !cfg.contains_key("head_dim") && heads > 0 {
-        cfg.insert("head_dim".into(), json!(hidden / heads));
-    }
-    if !cfg.contains_key("num_key_value_heads") {
-        cfg.insert("num_key_value_heads".into(), json!(heads));
-    }
-    if !cfg.contains_key("vocab_size") {
-        let rows = tensor("token_embd.weight").and_then(|t| t.dims.get(1).copied());
-        let tokens = get("tokenizer.ggml.tokens").and_then(|v| v.as_array().map(<[_]>::len));
-        match rows.or(tokens.map(|n| n as u64)) {
-            Some(n) => cfg.insert("vocab_size".into(), json!(n)),
-            None => {
-                return Err(key_error(
-                    &key("vocab_size"),
-                    "missing (and no token_embd.weight or tokenizer.ggml.tokens to count)".into(),
-                ));
-            }
-        };
-    }
-    if model_type == "qwen3_moe" && !cfg.contains_key("norm_topk_prob") {
-        cfg.insert("norm_topk_prob".into(), json!(true));
-    }
-    if model_type == "qwen3_moe" && !tensors.is_empty() {
-        let routers: std::collections::HashSet<&str> = tensors
-            .iter()
-            .map(|t| t.name.as_str())
-            .filter(|n| n.ends_with(".ffn_gate_inp.weight"))
-            .collect();
-        let dense: Vec<usize> = (0..layers)
-            .filter(|l| !routers.contains(format!("blk.{l}.ffn_gate_inp.weight").as_str()))
-            .collect();
-        cfg.insert("mlp_only_layers".into(), json!(dense));
-    }
-    cfg.insert(
-        "tie_word_embeddings".into(),
-        json!(tensor("output.weight").is_none()),
-    );
-    cfg.insert(
-        "attention_bias".into(),
-        json!(tensor("blk.0.attn_q.bias").is_some() || tensor("blk.0.attn_output.bias").is_some()),
-    );
+    let mut cfg = config_keys(model_type, &get, &key, &what)?;
+    fields_from_tensors(&mut cfg, model_type, tensors, &get, &key, &what)?;
     if let Some(scaling) = rope_scaling(&get, &key, &what)? {
         cfg.insert("rope_scaling".into(), scaling);
     }
-    let mut eos = Vec::new();
-    for k in ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"] {
-        if let Some(v) = get(k) {
-            let id = v
-                .as_u64()
-                .filter(|&id| id <= u32::MAX as u64)
-                .ok_or_else(|| key_error(k, "not a token id".into()))?;
-            if !eos.contains(&id) {
-                eos.push(id);
-            }
-        }
-    }
-    cfg.insert("eos_token_id".into(), json!(eos));
+    cfg.insert("eos_token_id".into(), json!(end_of_turn_ids(&get, &what)?));
 
     let config = Qwen3Config::from_json(&Value::Object(cfg), &what).map_err(|e| match e {
         Error::Field {
@@ -304,6 +181,172 @@ pub fn config_from_metadata(
         return Err(rope_table_error(&e.to_string(), &get, &key, &what));
     }
     Ok(config)
+}
+
+/// `general.architecture` and the `model_type` it names.
+fn architecture<'a>(
+    get: &impl Fn(&str) -> Option<&'a MetaValue>,
+    what: &str,
+) -> Result<(&'a str, &'static str)> {
+    let arch_key = "general.architecture";
+    let arch = get(arch_key)
+        .ok_or_else(|| Error::field(what, arch_key, "missing"))?
+        .as_str()
+        .ok_or_else(|| Error::field(what, arch_key, "not a string"))?;
+    match ARCHITECTURES.iter().find(|(a, _)| *a == arch) {
+        Some(&(_, model_type)) => Ok((arch, model_type)),
+        None => Err(Error::field(
+            what,
+            arch_key,
+            format!(
+                "{arch:?} is not one of {:?}",
+                ARCHITECTURES.iter().map(|(a, _)| *a).collect::<Vec<_>>()
+            ),
+        )),
+    }
+}
+
+/// The config.json fields the `{arch}.*` keys of [`KEYS`] hold, each value checked as
+/// llama.cpp types it, with the sizes every family needs required and `head_dim` and
+/// `num_key_value_heads` defaulted as llama.cpp does.
+fn config_keys<'a>(
+    model_type: &str,
+    get: &impl Fn(&str) -> Option<&'a MetaValue>,
+    key: &impl Fn(&str) -> String,
+    what: &str,
+) -> Result<Map<String, Value>> {
+    let mut cfg = Map::new();
+    cfg.insert("model_type".into(), json!(model_type));
+    for &(field, suffix) in KEYS {
+        let k = key(suffix);
+        let Some(v) = get(&k) else { continue };
+        let value = match field {
+            "norm_topk_prob" => json!(v.as_bool().ok_or_else(|| Error::field(
+                what,
+                &k,
+                "not a boolean"
+            ))?),
+            "rms_norm_eps" | "rope_theta" => json!(meta_float(v, what, &k)?),
+            _ => json!(meta_count(v, what, &k)?),
+        };
+        cfg.insert(field.into(), value);
+    }
+    for (field, suffix) in [
+        ("num_hidden_layers", "block_count"),
+        ("hidden_size", "embedding_length"),
+        ("num_attention_heads", "attention.head_count"),
+    ] {
+        if !cfg.contains_key(field) {
+            return Err(Error::field(what, key(suffix), "missing"));
+        }
+    }
+    architecture_fields(&mut cfg, model_type, get, key, what)?;
+    if cfg.get("head_dim").and_then(Value::as_u64) == Some(0) {
+        return Err(Error::field(
+            what,
+            key("attention.key_length"),
+            "0: a head needs at least 1 dimension",
+        ));
+    }
+    let value_length = key("attention.value_length");
+    if let (Some(k), Some(v)) = (cfg.get("head_dim"), get(&value_length))
+        && v.as_u64() != k.as_u64()
+    {
+        return Err(Error::field(
+            what,
+            &value_length,
+            format!("{v:?} differs from attention.key_length = {k}"),
+        ));
+    }
+    let whole = |field: &str| cfg.get(field).and_then(Value::as_u64).unwrap_or(0);
+    let (hidden, heads) = (whole("hidden_size"), whole("num_attention_heads"));
+    if !cfg.contains_key("head_dim") && heads > 0 {
+        cfg.insert("head_dim".into(), json!(hidden / heads));
+    }
+    if !cfg.contains_key("num_key_value_heads") {
+        cfg.insert("num_key_value_heads".into(), json!(heads));
+    }
+    if model_type == "qwen3_moe" && !cfg.contains_key("norm_topk_prob") {
+        cfg.insert("norm_topk_prob".into(), json!(true));
+    }
+    Ok(cfg)
+}
+
+/// What llama.cpp reads from the tensors rather than the keys: the vocabulary (when
+/// `{arch}.vocab_size` is absent), Qwen3-MoE's dense layers, a tied head, attention biases.
+fn fields_from_tensors<'a>(
+    cfg: &mut Map<String, Value>,
+    model_type: &str,
+    tensors: &[GgufTensor],
+    get: &impl Fn(&str) -> Option<&'a MetaValue>,
+    key: &impl Fn(&str) -> String,
+    what: &str,
+) -> Result<()> {
+    let tensor = |name: &str| tensors.iter().find(|t| t.name == name);
+    let layers = cfg
+        .get("num_hidden_layers")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    // Before anything loops over the layers (Qwen3Config checks the same limit, later).
+    crate::limits::check(
+        what,
+        &format!("key `{}`", key("block_count")),
+        u128::from(layers),
+        crate::limits::LAYERS,
+    )?;
+    if !cfg.contains_key("vocab_size") {
+        let rows = tensor("token_embd.weight").and_then(|t| t.dims.get(1).copied());
+        let tokens = get("tokenizer.ggml.tokens").and_then(|v| v.as_array().map(<[_]>::len));
+        let Some(n) = rows.or(tokens.map(|n| n as u64)) else {
+            return Err(Error::field(
+                what,
+                key("vocab_size"),
+                "missing (and no token_embd.weight or tokenizer.ggml.tokens to count)",
+            ));
+        };
+        cfg.insert("vocab_size".into(), json!(n));
+    }
+    if model_type == "qwen3_moe" && !tensors.is_empty() {
+        let routers: std::collections::HashSet<&str> = tensors
+            .iter()
+            .map(|t| t.name.as_str())
+            .filter(|n| n.ends_with(".ffn_gate_inp.weight"))
+            .collect();
+        let dense: Vec<u64> = (0..layers)
+            .filter(|l| !routers.contains(format!("blk.{l}.ffn_gate_inp.weight").as_str()))
+            .collect();
+        cfg.insert("mlp_only_layers".into(), json!(dense));
+    }
+    cfg.insert(
+        "tie_word_embeddings".into(),
+        json!(tensor("output.weight").is_none()),
+    );
+    cfg.insert(
+        "attention_bias".into(),
+        json!(tensor("blk.0.attn_q.bias").is_some() || tensor("blk.0.attn_output.bias").is_some()),
+    );
+    Ok(())
+}
+
+/// The token ids that end generation: `tokenizer.ggml.eos_token_id`, then the end-of-turn
+/// id when it differs.
+fn end_of_turn_ids<'a>(
+    get: &impl Fn(&str) -> Option<&'a MetaValue>,
+    what: &str,
+) -> Result<Vec<u64>> {
+    let mut eos = Vec::new();
+    for k in ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"] {
+        if let Some(v) = get(k) {
+            let id = v
+                .as_u64()
+                .filter(|&id| id <= u64::from(u32::MAX))
+                .ok_or_else(|| Error::field(what, k, "not a token id"))?;
+            if !eos.contains(&id) {
+                eos.push(id);
+            }
+        }
+    }
+    Ok(eos)
 }
 
 /// The GGUF keys (after `{arch}.`) that shape the RoPE table.
@@ -612,8 +655,8 @@ mod tests {
     fn missing_or_wrong_keys_are_named() {
         let cfg = Qwen3Config::from_json(
             &json!({"model_type": "qwen3", "vocab_size": 30, "hidden_size": 16,
-                    "num_hidden_layers": 1, "num_attention_heads": 2, "head_dim": 8,
-                    "intermediate_size": 8}),
+                    "num_hidden_layers": 1, "num_attention_heads": 2,
+                    "num_key_value_heads": 2, "head_dim": 8, "intermediate_size": 8}),
             "c",
         )
         .unwrap();

@@ -187,7 +187,7 @@ fn cli_params_bad_input_exits_2_naming_the_field() {
             "num_key_value_heads",
         ),
         (
-            "{\"model_type\": \"mixtral\", \"vocab_size\": 10, \"hidden_size\": 8, \"intermediate_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_local_experts\": 2, \"num_experts_per_tok\": 3}",
+            "{\"model_type\": \"mixtral\", \"vocab_size\": 10, \"hidden_size\": 8, \"intermediate_size\": 8, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"num_local_experts\": 2, \"num_experts_per_tok\": 3}",
             "num_experts_per_tok",
         ),
         (
