@@ -4,7 +4,8 @@
 //! form is pinned to it); [`attend_reference`] is the engine's inner loop for one position
 //! over a KV cache, grouped-query (chapter 9); [`attend`] is its fast twin (chapter 10),
 //! with the AVX-512 kernel of `x86.rs` when the CPU has one. A test at the end pins all
-//! three equal.
+//! three equal. A prefill serves many positions at once: `attention_block.rs` reads each
+//! key row once for a block of them (flash attention's online softmax).
 
 pub use super::KvHead;
 use super::{dot, softmax_in_place, x86};
