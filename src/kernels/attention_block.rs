@@ -78,7 +78,6 @@ impl BlockScratch {
     }
 }
 
-// ANCHOR: attend_block
 /// `out = softmax(q·kᵀ·scale)·v` for every query row of `block` (position `first + t`,
 /// head `h` at `q[t·stride + h·d ..]`), each over the keys its `mask` span shows (clipped
 /// to the rows `kv` holds); `out` has `q`'s layout. Equals [`attend_reference`] per
@@ -169,7 +168,6 @@ pub fn attend_block(
         }
     }
 }
-// ANCHOR_END: attend_block
 
 /// One tile's step of the online softmax over the scores `st[..len]` (`[keys, rows]`):
 /// the new running maximum, the factor `alpha = e^(old max − new max)` that rescales
