@@ -1,10 +1,11 @@
 //! The 512-bit decode rows of Q4_K and Q6_K, the two types of a q4_k_m file: 64 weights a
 //! register instead of 32, so a 256-weight block takes four integer dot products, four
 //! conversions and four FMAs where the AVX2 rows take eight of each, and the unpacking
-//! shares its shifts between the two halves of a register (a per-half shift count). One
-//! token's decode is bound by the instructions per weight byte at the rates the memory
-//! gives (the AVX2 rows run at about two thirds of one core's read rate), which is what
-//! this halves.
+//! shares its shifts between the two halves of a register (a per-half shift count). The
+//! AVX2 rows read an LM-head-sized matrix at about two thirds of one core's sequential
+//! read rate; halving the instructions alone gained a tenth (`tiles::big_timing`), and
+//! walking two rows of a task at once, from its two halves, as two memory streams gained
+//! the rest (four or eight streams read slower).
 //!
 //! The integers are those of the AVX2 rows (same lanes: four products of one 16- or
 //! 32-weight sub-block per i32 lane); only the f32 accumulation order differs, so the tests
@@ -36,8 +37,8 @@ pub fn dot_rows(ty: GgmlType, rows: &[u8], row_bytes: usize, x: ActRow, out: &mu
 }
 
 /// Rows walked [`STREAMS`] at a time, each from its own part of the task's rows, so a
-/// thread reads several memory streams at once (what the read probe finds fastest) and
-/// the activations' loads and shuffles serve them all.
+/// thread reads several memory streams at once and the activations' loads and shuffles
+/// serve them all.
 const STREAMS: usize = 2;
 
 /// `kernel` over the rows of `rows` into `out`: the first `STREAMS · (n / STREAMS)` rows
