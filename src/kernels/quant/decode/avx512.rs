@@ -1,11 +1,10 @@
 //! The 512-bit decode rows of Q4_K and Q6_K, the two types of a q4_k_m file: 64 weights a
 //! register instead of 32, so a 256-weight block takes four integer dot products, four
 //! conversions and four FMAs where the AVX2 rows take eight of each, and the unpacking
-//! shares its shifts between the two halves of a register (a per-half shift count). The
-//! AVX2 rows read an LM-head-sized matrix at about two thirds of one core's sequential
-//! read rate; halving the instructions alone gained a tenth (`tiles::big_timing`), and
-//! walking two rows of a task at once, from its two halves, as two memory streams gained
-//! the rest (four or eight streams read slower).
+//! shares its shifts between the two halves of a register (a per-half shift count). Each
+//! task walks two of its rows at once, from its two halves, so a thread keeps two memory
+//! streams in flight (more streams read slower; chapter 10's Reproducing page has the
+//! figures).
 //!
 //! The integers are those of the AVX2 rows (same lanes: four products of one 16- or
 //! 32-weight sub-block per i32 lane); only the f32 accumulation order differs, so the tests
