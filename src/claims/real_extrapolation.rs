@@ -134,18 +134,48 @@ pub fn real_direct_extrapolation() -> Outcome {
     )
 }
 
-/// Loss in [L, 2L) of every method's 2× run, in [`METHODS`] order (missing runs skipped).
-pub fn at_2x(runs: &[Run], l: usize) -> Vec<(&'static str, Bucket)> {
+/// Every method's run at `k`·L tokens with factor `k` (direct: 1), and its loss in the
+/// last doubling, [k/2·L, k·L), in [`METHODS`] order (missing runs skipped).
+pub fn at_length(runs: &[Run], l: usize, k: usize) -> Vec<(&'static str, Bucket)> {
     METHODS
         .iter()
         .filter_map(|&(m, name)| {
-            let f = if m == "none" { 1.0 } else { 2.0 };
-            Some((name, find(runs, m, Some(f), 2 * l)?.bucket(l)?.clone()))
+            let f = if m == "none" { 1.0 } else { k as f64 };
+            Some((
+                name,
+                find(runs, m, Some(f), k * l)?.bucket(k / 2 * l)?.clone(),
+            ))
         })
         .collect()
 }
 
-/// `real.scaling_no_finetune`: at 2L, NTK-aware and YaRN below PI below direct in [L, 2L).
+/// The source's ordering at one length: PI below direct, NTK-aware and YaRN below PI (each
+/// by [`MARGIN`] standard errors); `None` when a run is missing.
+fn ordering_holds(got: &[(&str, Bucket)]) -> Option<(bool, bool)> {
+    let get = |name: &str| got.iter().find(|(n, _)| *n == name).map(|(_, b)| b);
+    let (direct, pi, ntk, yarn) = (get("direct")?, get("PI")?, get("NTK-aware")?, get("YaRN")?);
+    let beats = |a: &Bucket, b: &Bucket| {
+        let (d, se) = gap(b, a);
+        d > MARGIN * se
+    };
+    Some((beats(pi, direct), beats(ntk, pi) && beats(yarn, pi)))
+}
+
+/// `"direct 4.541, PI 3.315, …; lowest YaRN"`.
+fn losses_text(got: &[(&str, Bucket)]) -> String {
+    let best = got
+        .iter()
+        .min_by(|a, b| a.1.mean.total_cmp(&b.1.mean))
+        .map_or("", |(n, _)| n);
+    let table: Vec<String> = got
+        .iter()
+        .map(|(n, b)| format!("{n} {:.3}", b.mean))
+        .collect();
+    format!("{}; lowest {best}", table.join(", "))
+}
+
+/// `real.scaling_no_finetune`: at 2L (and at 4L when every run is measured), NTK-aware and
+/// YaRN below PI below direct in the last doubling of the text.
 pub fn real_scaling_no_finetune() -> Outcome {
     let Ok(runs) = runs() else {
         return needs(DATA);
@@ -153,40 +183,39 @@ pub fn real_scaling_no_finetune() -> Outcome {
     let Some(l) = runs.first().map(|r| r.trained_context) else {
         return needs("a run");
     };
-    let got = at_2x(&runs, l);
-    let get = |name: &str| got.iter().find(|(n, _)| *n == name).map(|(_, b)| b);
-    let (Some(direct), Some(pi), Some(ntk), Some(yarn)) =
-        (get("direct"), get("PI"), get("NTK-aware"), get("YaRN"))
-    else {
+    let two = at_length(&runs, l, 2);
+    let Some((pi_beats_direct, ntk_yarn_beat_pi)) = ordering_holds(&two) else {
         return needs("the 2× runs of direct, PI, NTK-aware and YaRN");
     };
-    let beats = |a: &Bucket, b: &Bucket| {
-        let (d, se) = gap(b, a);
-        d > MARGIN * se
-    };
-    let pi_beats_direct = beats(pi, direct);
-    let ntk_yarn_beat_pi = beats(ntk, pi) && beats(yarn, pi);
-    let best = got
-        .iter()
-        .min_by(|a, b| a.1.mean.total_cmp(&b.1.mean))
-        .map_or("", |(n, _)| n);
-    let table = got
-        .iter()
-        .map(|(n, b)| format!("{n} {:.3}", b.mean))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let four = find(&runs, "yarn", None, 4 * l).and_then(|r| r.bucket(2 * l));
-    let four_text = match four {
-        Some(b) => format!(" At 4L YaRN's loss in [2L, 4L) is {:.3}.", b.mean),
-        None => format!(
-            " 4L ({} tokens) was not measured: it costs 16× the attention of L on two shared cores.",
-            4 * l
+    let four = at_length(&runs, l, 4);
+    let (four_text, four_holds) = match ordering_holds(&four) {
+        Some((p, n)) => (
+            format!(
+                " At 4L (factor 4), in [2L, 4L): {}; the ordering {}.",
+                losses_text(&four),
+                if p && n { "holds" } else { "does not hold" }
+            ),
+            p && n,
+        ),
+        None => (
+            format!(
+                " At 4L ({} tokens) not every one of direct, PI, NTK-aware and YaRN is measured.",
+                4 * l
+            ),
+            true,
         ),
     };
+    let direct_minus_best = |got: &[(&str, Bucket)]| {
+        let get = |name: &str| got.iter().find(|(n, _)| *n == name).map(|(_, b)| b.mean);
+        get("direct").unwrap_or(f64::NAN)
+            - get("YaRN")
+                .unwrap_or(f64::NAN)
+                .min(get("NTK-aware").unwrap_or(f64::NAN))
+    };
     judged(
-        direct.mean - yarn.mean.min(ntk.mean),
-        format!("loss in [L, 2L) at 2L: {table}; lowest {best}"),
-        pi_beats_direct && ntk_yarn_beat_pi,
+        direct_minus_best(&two),
+        format!("loss in [L, 2L) at 2L: {}", losses_text(&two)),
+        pi_beats_direct && ntk_yarn_beat_pi && four_holds,
         format!(
             "SmolLM2-135M at 2L with each scaling set at inference (factor 2): PI {} direct, NTK-aware and YaRN {} PI (margin {MARGIN} standard errors).{four_text}",
             if pi_beats_direct {
