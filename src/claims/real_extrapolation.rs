@@ -149,16 +149,21 @@ pub fn at_length(runs: &[Run], l: usize, k: usize) -> Vec<(&'static str, Bucket)
         .collect()
 }
 
-/// The source's ordering at one length: PI below direct, NTK-aware and YaRN below PI (each
-/// by [`MARGIN`] standard errors); `None` when a run is missing.
-fn ordering_holds(got: &[(&str, Bucket)]) -> Option<(bool, bool)> {
+/// The source's ordering at one length: whether PI is below direct, whether NTK-aware and
+/// YaRN are below PI (each by [`MARGIN`] standard errors), and how far the better of
+/// NTK-aware and YaRN is below direct; `None` when a run is missing.
+fn ordering_holds(got: &[(&str, Bucket)]) -> Option<(bool, bool, f64)> {
     let get = |name: &str| got.iter().find(|(n, _)| *n == name).map(|(_, b)| b);
     let (direct, pi, ntk, yarn) = (get("direct")?, get("PI")?, get("NTK-aware")?, get("YaRN")?);
     let beats = |a: &Bucket, b: &Bucket| {
         let (d, se) = gap(b, a);
         d > MARGIN * se
     };
-    Some((beats(pi, direct), beats(ntk, pi) && beats(yarn, pi)))
+    Some((
+        beats(pi, direct),
+        beats(ntk, pi) && beats(yarn, pi),
+        direct.mean - ntk.mean.min(yarn.mean),
+    ))
 }
 
 /// `"direct 4.541, PI 3.315, …; lowest YaRN"`.
@@ -184,12 +189,12 @@ pub fn real_scaling_no_finetune() -> Outcome {
         return needs("a run");
     };
     let two = at_length(&runs, l, 2);
-    let Some((pi_beats_direct, ntk_yarn_beat_pi)) = ordering_holds(&two) else {
+    let Some((pi_beats_direct, ntk_yarn_beat_pi, direct_minus_best)) = ordering_holds(&two) else {
         return needs("the 2× runs of direct, PI, NTK-aware and YaRN");
     };
     let four = at_length(&runs, l, 4);
     let (four_text, four_holds) = match ordering_holds(&four) {
-        Some((p, n)) => (
+        Some((p, n, _)) => (
             format!(
                 " At 4L (factor 4), in [2L, 4L): {}; the ordering {}.",
                 losses_text(&four),
@@ -205,15 +210,8 @@ pub fn real_scaling_no_finetune() -> Outcome {
             true,
         ),
     };
-    let direct_minus_best = |got: &[(&str, Bucket)]| {
-        let get = |name: &str| got.iter().find(|(n, _)| *n == name).map(|(_, b)| b.mean);
-        get("direct").unwrap_or(f64::NAN)
-            - get("YaRN")
-                .unwrap_or(f64::NAN)
-                .min(get("NTK-aware").unwrap_or(f64::NAN))
-    };
     judged(
-        direct_minus_best(&two),
+        direct_minus_best,
         format!("loss in [L, 2L) at 2L: {}", losses_text(&two)),
         pi_beats_direct && ntk_yarn_beat_pi && four_holds,
         format!(

@@ -280,13 +280,16 @@ impl Description {
         self.defaults.model_type
     }
 
-    /// Qwen3-MoE's rule for whether layer `l` routes to experts (the other MoE families
-    /// add their own dense prefix in the counting view).
-    pub fn is_moe_layer(&self, l: u64) -> bool {
-        self.experts.as_ref().is_some_and(|e| {
-            let only: Vec<usize> = e.mlp_only_layers.iter().map(|&x| x as usize).collect();
-            crate::moe::layer::is_moe_layer(l as usize, e.decoder_sparse_step as usize, &only, 0)
-        })
+    /// Whether some layer is a dense MLP under Qwen3-MoE's placement rule (every layer of
+    /// a dense model; the other MoE families add their own dense prefix in the counting view).
+    pub fn has_dense_layer(&self) -> bool {
+        let Some(e) = &self.experts else {
+            return true;
+        };
+        let only: Vec<usize> = e.mlp_only_layers.iter().map(|&x| x as usize).collect();
+        let step = e.decoder_sparse_step as usize;
+        (0..self.num_hidden_layers as usize)
+            .any(|l| !crate::moe::layer::is_moe_layer(l, step, &only, 0))
     }
 }
 
@@ -410,7 +413,7 @@ fn dense_width(f: &Fields, d: &Description) -> Result<u64> {
         };
     }
     let deepseek = matches!(d.family(), Family::DeepseekV2 | Family::DeepseekV3);
-    if deepseek || (0..d.num_hidden_layers).any(|l| !d.is_moe_layer(l)) {
+    if deepseek || d.has_dense_layer() {
         return Err(f.error("intermediate_size", "missing (a dense MLP layer needs it)"));
     }
     Ok(0)
