@@ -327,11 +327,35 @@ pub fn open_regular(path: &Path) -> Result<File> {
 /// stay the file's, no second copy, and the kernel may still reclaim them), so a forward
 /// pass never stops on a page fault the first time it touches an expert — llama.cpp's
 /// loader populates its mappings too. A file larger than that is mapped lazily: reading it
-/// all up front would only evict its own first pages.
+/// all up front would only evict its own first pages. On Linux the mapping asks for huge
+/// pages before its first touch (2 MiB entries where the page cache holds the file in large
+/// folios: one TLB entry covers 512 pages of a decode step's scattered expert reads), and is
+/// then populated by `MADV_POPULATE_READ`, or by `MAP_POPULATE` on kernels without it.
 pub fn map_read_only(file: &File, len: u64) -> std::io::Result<memmap2::Mmap> {
-    let mut opts = memmap2::MmapOptions::new();
     let available = crate::limits::mem_available_bytes().unwrap_or(0);
-    if u128::from(len) * 10 <= u128::from(available) * 9 {
+    let populate = u128::from(len) * 10 <= u128::from(available) * 9;
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: as for `map_with` below.
+        let map = unsafe { map_with(file, false) }?;
+        // Advice only: a kernel without transparent huge pages refuses it and maps 4 KiB
+        // pages, which are correct too.
+        let _ = map.advise(memmap2::Advice::HugePage);
+        if !populate || map.advise(memmap2::Advice::PopulateRead).is_ok() {
+            return Ok(map);
+        }
+    }
+    // SAFETY: as for `map_with` below.
+    unsafe { map_with(file, populate) }
+}
+
+/// Maps `file` read-only, every page now if `populate`.
+///
+/// # Safety
+/// The file must not be written or truncated while the map lives (see below).
+unsafe fn map_with(file: &File, populate: bool) -> std::io::Result<memmap2::Mmap> {
+    let mut opts = memmap2::MmapOptions::new();
+    if populate {
         opts.populate();
     }
     // SAFETY: mapping a file is unsafe because the bytes behind the `&[u8]` taken from it

@@ -152,6 +152,9 @@ pub struct BenchReport {
     /// Peak resident set (VmHWM) of the process, bytes.
     pub peak_rss_bytes: u64,
     pub peak_rss_over_weights: f64,
+    /// Bytes of mapped files this process reaches through 2 MiB page-table entries
+    /// (`FilePmdMapped`, Linux), read while the model is mapped; 0 where unknown.
+    pub huge_mapped_bytes: u64,
 }
 
 /// Measures the machine, then prefill and greedy decode on the checkpoint in `dir`.
@@ -248,6 +251,7 @@ fn run_in_pool(dir: &Path, opts: &BenchOptions) -> Result<BenchReport> {
     }
     // Read before the machine probes, whose buffers would otherwise set the high-water mark.
     let peak_rss_bytes = peak_rss_bytes().unwrap_or(0);
+    let huge_mapped_bytes = huge_mapped_file_bytes().unwrap_or(0);
     let machine = match opts.cover_llc {
         true => measure_machine(opts.threads, opts.stream_bytes),
         false => measure_machine_on(opts.threads, opts.stream_bytes),
@@ -279,6 +283,7 @@ fn run_in_pool(dir: &Path, opts: &BenchOptions) -> Result<BenchReport> {
         prefill_roofline_fraction: prefill_tok_s / prefill_ceiling,
         peak_rss_bytes,
         peak_rss_over_weights: peak_rss_bytes as f64 / weights_bytes as f64,
+        huge_mapped_bytes,
     })
 }
 
@@ -379,6 +384,15 @@ pub fn peak_rss_bytes() -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
+}
+
+/// Bytes of file mappings behind 2 MiB page-table entries (`FilePmdMapped` in
+/// /proc/self/smaps_rollup), if the system reports it.
+pub fn huge_mapped_file_bytes() -> Option<u64> {
+    let rollup = std::fs::read_to_string("/proc/self/smaps_rollup").ok()?;
+    let line = rollup.lines().find(|l| l.starts_with("FilePmdMapped:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kb.checked_mul(1024)
 }
 
 /// Measures the read patterns, the triad and the compute peaks with `threads` workers
@@ -536,7 +550,7 @@ pub fn text_report(r: &BenchReport) -> String {
          prefill {} tokens: {:.1} tok/s (ceiling {:.1}, {:.1} %)\n\
          decode {} tokens:  {:.2} tok/s (ceiling {:.2}, {:.1} %; {:.3} GB read per token, \
          {:.1} GB/s)\n\
-         peak RSS {:.2} GB ({:.2} × the weights)\n",
+         peak RSS {:.2} GB ({:.2} × the weights; {:.2} GB of mapped files in 2 MiB pages)\n",
         m.fma_gflop_s,
         m.fma_gflop_s_per_core,
         m.fma_kernel,
@@ -559,6 +573,7 @@ pub fn text_report(r: &BenchReport) -> String {
         r.decode_read_gb_s,
         r.peak_rss_bytes as f64 / 1e9,
         r.peak_rss_over_weights,
+        r.huge_mapped_bytes as f64 / 1e9,
     );
     s
 }
@@ -626,6 +641,7 @@ mod tests {
             prefill_roofline_fraction: 0.01,
             peak_rss_bytes: 1,
             peak_rss_over_weights: 0.0,
+            huge_mapped_bytes: 0,
         }
     }
 

@@ -97,6 +97,7 @@ pub const TABLE: [TypeKernels; 11] = [
     TypeKernels {
         avx2_int8_tiles: true,
         avx2_decode_rows: true,
+        avx512_decode_rows: true,
         vnni_from_tokens: Some(2),
         vnni_tiles: true,
         ..row(GgmlType::Q8_0, Some(16))

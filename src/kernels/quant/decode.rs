@@ -483,7 +483,8 @@ mod tests {
 
     /// Each decode kernel equals the reference row dot within the f32 re-association
     /// bound (the integer block sums are the same), over several rows and lengths (nine
-    /// rows: the 512-bit rows' interleaved runs and their remainder).
+    /// rows: the 512-bit rows' interleaved runs and their remainder; for the 32-weight
+    /// types also an odd number of blocks).
     #[test]
     fn decode_kernels_equal_the_reference_dots() {
         const ROWS: usize = 9;
@@ -491,7 +492,12 @@ mod tests {
             if !has_decode(ty) {
                 continue;
             }
-            for (seed, cols) in [(1u32, 256usize), (2, 768), (3, 2048), (4, 4096)] {
+            // 800 columns: an odd count of 32-weight blocks (Q8_0's 512-bit rows pair them).
+            let odd = (ty.block_size() == 32).then_some((5u32, 800usize));
+            for (seed, cols) in [(1u32, 256usize), (2, 768), (3, 2048), (4, 4096)]
+                .into_iter()
+                .chain(odd)
+            {
                 let w = values(ROWS * cols, seed, 0.3);
                 let mut bytes = Vec::new();
                 quantize(ty, &w, &mut bytes);

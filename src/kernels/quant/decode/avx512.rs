@@ -1,7 +1,8 @@
-//! The 512-bit decode rows of Q4_K and Q6_K, the two types of a q4_k_m file: 64 weights a
-//! register instead of 32, so a 256-weight block takes four integer dot products, four
-//! conversions and four FMAs where the AVX2 rows take eight of each, and the unpacking
-//! shares its shifts between the two halves of a register (a per-half shift count). Each
+//! The 512-bit decode rows of Q8_0, Q4_K and Q6_K, the types of llama.cpp's q8_0 and q4_k_m
+//! files: 64 weights a register instead of 32, so a 256-weight block takes four integer dot
+//! products, four conversions and four FMAs where the AVX2 rows take eight of each, and the
+//! unpacking shares its shifts between the two halves of a register (a per-half shift
+//! count); Q8_0 puts two 34-byte blocks in a register. Each
 //! task walks two of its rows at once, from its two halves, so a thread keeps two memory
 //! streams in flight (more streams read slower; chapter 10's Reproducing page has the
 //! figures).
@@ -20,7 +21,7 @@ pub fn available() -> bool {
     crate::kernels::policy::cpu().vnni()
 }
 
-/// The kernel for `ty` (Q4_K or Q6_K) over each row of `rows` (shapes checked by the
+/// The kernel for `ty` (Q8_0, Q4_K or Q6_K) over each row of `rows` (shapes checked by the
 /// caller, `decode::dot_rows`).
 pub fn dot_rows(ty: GgmlType, rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) {
     assert!(available(), "decode kernels: AVX-512 VNNI");
@@ -28,6 +29,7 @@ pub fn dot_rows(ty: GgmlType, rows: &[u8], row_bytes: usize, x: ActRow, out: &mu
     // (bounds-checked) before every load (`load32`, `load64`, `loadf8`).
     unsafe {
         match ty {
+            GgmlType::Q8_0 => rows_q8_0(rows, row_bytes, x, out),
             GgmlType::Q4_K => rows_q4_k(rows, row_bytes, x, out),
             GgmlType::Q6_K => rows_q6_k(rows, row_bytes, x, out),
             _ => panic!("decode kernels: no AVX-512 rows for {}", ty.name()),
@@ -62,6 +64,17 @@ fn by_streams(
     for r in STREAMS * part..out.len() {
         out[r] = one(&rows[r * row_bytes..][..row_bytes]);
     }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn rows_q8_0(rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) {
+    by_streams(
+        rows,
+        row_bytes,
+        out,
+        |r, v| *v = q8_0(r, x),
+        |r| q8_0([r], x)[0],
+    );
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
@@ -127,6 +140,15 @@ fn f16_splat16(b: &[u8]) -> __m512 {
 fn halves_index(first: i32) -> __m512i {
     let halves = _mm512_inserti64x4::<1>(_mm512_setzero_si512(), _mm256_set1_epi32(1));
     _mm512_add_epi32(_mm512_set1_epi32(first), halves)
+}
+
+/// Four f32 at `s[..4]`, in the low quarter of a register.
+#[inline(always)]
+fn loadf4(s: &[f32]) -> __m512 {
+    assert!(s.len() >= 4, "loadf4: short slice");
+    // SAFETY: four floats are there (asserted); the load is unaligned, and AVX-512F is
+    // implied by the callers' target features.
+    unsafe { _mm512_castps128_ps512(_mm_loadu_ps(s.as_ptr())) }
 }
 
 /// The sixteen lanes summed.
@@ -277,4 +299,57 @@ fn q6_k<const R: usize>(rows: [&[u8]; R], x: ActRow) -> [f32; R] {
         }
     }
     std::array::from_fn(|k| hsum16(acc[k]) + hsum8(acc_off[k]))
+}
+
+/// Q8_0: two 34-byte blocks a register, block `2p` in the low half and `2p + 1` in the
+/// high one, against 64 consecutive activation bytes. `vpdpbusd` multiplies unsigned by
+/// signed bytes, so it takes the weights' magnitudes (−128 reads as 128) against the
+/// activations negated where the weight is negative (|x̂| ≤ 127: exact); each i32 lane is
+/// the AVX2 rows' integer, four products. Lane quarter `j` takes activation step
+/// `dx_{4p+j}`, each half its block's `d`. An odd last block goes alone, upper half zero.
+/// `R` rows at once.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+#[inline]
+fn q8_0<const R: usize>(rows: [&[u8]; R], x: ActRow) -> [f32; R] {
+    let quarters = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    let zero = _mm512_setzero_si512();
+    // Σ over the 64 bytes of `w · x̂`, scaled lane by lane by `dw · dx`, into `acc`.
+    let step = |w: __m512i, xv: __m512i, dx: __m512, d: [&[u8]; 2], acc: __m512| {
+        let bits = d.map(|b| u16::from_le_bytes([b[0], b[1]]) as i16);
+        let dw = _mm512_cvtph_ps(_mm256_inserti128_si256::<1>(
+            _mm256_castsi128_si256(_mm_set1_epi16(bits[0])),
+            _mm_set1_epi16(bits[1]),
+        ));
+        let signed_x = _mm512_mask_sub_epi8(xv, _mm512_movepi8_mask(w), zero, xv);
+        let dot = _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(w), signed_x);
+        _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw, dx), acc)
+    };
+    let mut acc = [_mm512_setzero_ps(); R];
+    let blocks = rows.map(|r| r.as_chunks::<68>().0);
+    let xs = x.qs.as_chunks::<64>().0.iter().zip(x.d.as_chunks::<4>().0);
+    for (p, (xq, dx4)) in xs.enumerate() {
+        let (xv, dx) = (load64(xq), _mm512_permutexvar_ps(quarters, loadf4(dx4)));
+        for k in 0..R {
+            let pair = &blocks[k][p];
+            prefetch(pair.as_ptr(), 68);
+            let w = _mm512_inserti64x4::<1>(
+                _mm512_castsi256_si512(load32(&pair[2..])),
+                load32(&pair[36..]),
+            );
+            acc[k] = step(w, xv, dx, [pair, &pair[34..]], acc[k]);
+        }
+    }
+    let nb = x.qs.len() / 32;
+    if nb % 2 == 1 {
+        let xv = _mm512_zextsi256_si512(load32(&x.qs[32 * (nb - 1)..]));
+        let dx2 = &x.d[2 * (nb - 1)..];
+        let low = _mm512_castps128_ps512(_mm_setr_ps(dx2[0], dx2[1], 0.0, 0.0));
+        let dx = _mm512_permutexvar_ps(quarters, low);
+        for k in 0..R {
+            let last = &rows[k][34 * (nb - 1)..][..34];
+            let w = _mm512_zextsi256_si512(load32(&last[2..]));
+            acc[k] = step(w, xv, dx, [last, &[0, 0]], acc[k]);
+        }
+    }
+    std::array::from_fn(|k| hsum16(acc[k]))
 }
