@@ -121,3 +121,43 @@ for row, t in keys:
         print(f"| {row} | {t} | {name} | {len(pairs)} | {statistics.median(ours):.2f} | "
               f"{statistics.median(peer):.2f} / {best:.2f} | {statistics.median(ratios):.2f}× | "
               f"{min(ratios):.2f} – {max(ratios):.2f} | {statistics.median(ours) / best:.2f}× | {loads} |")
+
+# Ours' decode against the read ceiling its own process measured (the issue's 80 % floor).
+fractions = []
+for row, t in keys:
+    pairs = [p for p in sorted(runs[(row, t)], key=lambda p: p["rep"])
+             if (p["ours512"] if row.startswith("48-layer") else p["ours128"])]
+    reports = [p["ours512"] if row.startswith("48-layer") else p["ours128"] for p in pairs]
+    if reports:
+        fractions.append((row, t, reports))
+if fractions:
+    print()
+    print("Ours' decode against the read ceiling measured in the same process "
+          "(`decode_read_gb_s` / `mem_bandwidth_gb_s` of each report):")
+    print()
+    print("| file | threads | runs | decode read GB/s (median) | read ceiling GB/s (median) | fraction (median) | spread |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for row, t, reports in fractions:
+        frac = [r["decode_roofline_fraction"] for r in reports]
+        print(f"| {row} | {t} | {len(reports)} | {statistics.median(r['decode_read_gb_s'] for r in reports):.1f} | "
+              f"{statistics.median(r['mem_bandwidth_gb_s'] for r in reports):.1f} | "
+              f"{100 * statistics.median(frac):.0f} % | {100 * min(frac):.0f} – {100 * max(frac):.0f} % |")
+
+# Two threads over one, for each side (medians over the pairs), where both were measured.
+scaling = []
+for row in sorted({r for r, _ in keys}, key=lambda r: ROW_ORDER.index(r) if r in ROW_ORDER else 99):
+    if (row, 1) not in runs or (row, 2) not in runs:
+        continue
+    for name, ours_f, peer_f, higher_better in rows_of(row):
+        if not higher_better:
+            continue
+        med = lambda t, f: statistics.median(f(p) for p in runs[(row, t)] if p["ours128"] or row.startswith("48-layer"))
+        scaling.append((row, name, med(2, ours_f) / med(1, ours_f), med(2, peer_f) / med(1, peer_f)))
+if scaling:
+    print()
+    print("Two threads over one (median at 2 threads / median at 1):")
+    print()
+    print("| file | figure | ours | llama.cpp |")
+    print("|---|---|---:|---:|")
+    for row, name, ours, peer in scaling:
+        print(f"| {row} | {name} | {ours:.2f}× | {peer:.2f}× |")
