@@ -9,8 +9,8 @@
 #
 # llama.cpp: PEERS/llama-noamx when it is there (`LLAMA_NOAMX=1 scripts/setup-peers.sh`:
 # built without AMX, so its repacked weight layouts, its fastest CPU path, work); else the
-# default build with weight repacking off (scripts/bench_real_norepack/sitecustomize.py),
-# since its AMX matmul crashes on CPUs with AMX. Env: REPS (3), THREAD_LIST ("2 1"),
+# default build, with weight repacking off (scripts/bench_real_norepack/sitecustomize.py)
+# only on a CPU with AMX, where its AMX matmul crashes. Env: REPS (3), THREAD_LIST ("2 1"),
 # OUT (target/bench-real), LLAMA_PY (a llama-cpp-python venv's python; repacking stays on).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +28,8 @@ if [ -z "${LLAMA_PY:-}" ]; then
         LLAMA_PY=$PWD/target/peers/llama-noamx/bin/python
     else
         LLAMA_PY=$PWD/target/peers/llama/bin/python
-        NOREPACK=$PWD/scripts/bench_real_norepack
+        # Only a CPU with AMX needs repacking off; elsewhere it is llama.cpp's fastest path.
+        if grep -qw amx_tile /proc/cpuinfo; then NOREPACK=$PWD/scripts/bench_real_norepack; fi
     fi
 fi
 PYTHONPATH=$NOREPACK${PYTHONPATH:+:$PYTHONPATH} \
