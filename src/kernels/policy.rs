@@ -10,6 +10,7 @@
 //! - `ANATOMY_NO_VNNI`: the VNNI int8 kernels off; `ANATOMY_NO_BF16`: the bf16 kernels off;
 //! - `ANATOMY_BF16_ACTIVATIONS=round|split`: the native bf16 path and its activations;
 //! - `ANATOMY_QUANT_ACTIVATIONS=1|0` (also `on|off`): the int8 path of the block formats;
+//!   `all`: int8 at every group size (to measure it against the f32 tiles on large groups);
 //! - `ANATOMY_PROBE_PORTABLE`: the bandwidth probe's portable loop;
 //! - `ANATOMY_PORTABLE_MATMUL`: the matmuls' portable widened dot, no SIMD and no int8.
 
@@ -149,8 +150,9 @@ pub fn parse_switches(var: impl Fn(&str) -> Option<String>) -> (Switches, Vec<St
         None => {}
         Some("1" | "on") => s.quant_activations = QuantActs::Auto,
         Some("0" | "off") => s.quant_activations = QuantActs::Off,
+        Some("all") => s.quant_activations = QuantActs::All,
         Some(other) => ignored.push(format!(
-            "ANATOMY_QUANT_ACTIVATIONS={other:?} is none of 1, 0, on, off: ignored"
+            "ANATOMY_QUANT_ACTIVATIONS={other:?} is none of 1, 0, on, off, all: ignored"
         )),
     }
     (s, ignored)
@@ -292,6 +294,8 @@ mod tests {
         assert!(ignored[0].contains("ANATOMY_NO_VNNI") && ignored[0].contains("yes"));
         let (s, ignored) = parse(&[("ANATOMY_QUANT_ACTIVATIONS", "off")]);
         assert_eq!((s.quant_activations, ignored.len()), (QuantActs::Off, 0));
+        let (s, ignored) = parse(&[("ANATOMY_QUANT_ACTIVATIONS", "all")]);
+        assert_eq!((s.quant_activations, ignored.len()), (QuantActs::All, 0));
         let (s, ignored) = parse(&[("ANATOMY_QUANT_ACTIVATIONS", "none")]);
         assert_eq!((s.quant_activations, ignored.len()), (QuantActs::Auto, 1));
         let (s, _) = parse(&[("ANATOMY_BF16_ACTIVATIONS", "round")]);
