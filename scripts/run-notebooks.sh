@@ -9,7 +9,7 @@
 #      missing or a pinned version differs;
 #    - the "rust" kernel spec (`evcxr_jupyter --install`) unless it already points at this
 #      evcxr_jupyter binary.
-# 2. Executes each notebook with `jupyter nbconvert --to notebook --execute --allow-errors`
+# 2. Executes each notebook (NOTEBOOK_JOBS at once, after the first) with `jupyter nbconvert --to notebook --execute --allow-errors`
 #    into $NOTEBOOK_OUT (the committed notebook is only read). EVCXR_TMPDIR is a fixed
 #    directory, so the crate's dependencies compile once per machine, not once per kernel.
 #    --allow-errors keeps going after a compile error so that the executed copy is always
@@ -24,7 +24,7 @@
 #    fresh run shows, with timings, rates and addresses masked). NOTEBOOK_BLESS=1 writes the
 #    executed outputs into notebooks/ instead (after the checks of step 3 pass).
 #
-# Prints one line per notebook with its wall time, then `N passed, M failed`; exits 1 when any
+# Prints one line per notebook with its wall time as it finishes, then `N passed, M failed`; exits 1 when any
 # notebook failed, 2 on a set-up failure. Build logs of each kernel go to $NOTEBOOK_OUT/NAME.log.
 #
 # Environment (all optional):
@@ -34,6 +34,8 @@
 #   NOTEBOOK_OUT      executed copies and logs      (default <repo>/target/notebooks)
 #   NOTEBOOK_TIMEOUT  seconds per cell              (default 1200)
 #   NOTEBOOK_BLESS    1: refresh the committed outputs instead of comparing with them
+#   NOTEBOOK_JOBS     notebooks run at once       (default: the number of cores); each worker
+#                     after the first has its own copy of EVCXR_TMPDIR (EVCXR_TMPDIR.2, …)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -159,36 +161,82 @@ run_once() {
     fi
 }
 
-passed=0
-failed=0
-for nb in "${NOTEBOOKS[@]}"; do
-    if [ ! -f "$nb" ]; then
-        printf 'FAIL  %-40s (no such file)\n' "$nb"
-        failed=$((failed + 1))
-        continue
-    fi
-    start=$(date +%s.%N)
-    status=PASS
-    # A failing notebook runs once more: evcxr's kernel can drop a cell's last stdout lines
-    # when they reach it after the cell's reply (seen once in 07-optim, 2026-12-03). A real
-    # failure fails twice; a second-run pass is reported as such, with the first failure
-    # above it.
-    if ! run_once "$nb"; then
-        echo "---- $nb failed; running it once more"
-        if run_once "$nb"; then
-            status="PASS (on its second run)"
-        else
-            status=FAIL
+# One notebook, with one retry, in the evcxr directory $EVCXR_TMPDIR; prints its report (any
+# failure's details, then one PASS/FAIL line with the wall time) in a single write, and
+# returns non-zero when it failed.
+run_notebook() {
+    local nb=$1 start status secs report rc=0
+    report="$(
+        if [ ! -f "$nb" ]; then
+            printf 'FAIL  %-40s (no such file)\n' "$nb"
+            exit 1
         fi
-    fi
-    secs=$(echo "$start $(date +%s.%N)" | awk '{printf "%.1f", $2 - $1}')
-    printf '%s  %-40s %8s s\n' "$status" "$nb" "$secs"
-    if [ "$status" = FAIL ]; then
-        failed=$((failed + 1))
-    else
-        passed=$((passed + 1))
-    fi
-done
+        start=$(date +%s.%N)
+        status=PASS
+        # A failing notebook runs once more: evcxr's kernel can drop a cell's last stdout lines
+        # when they reach it after the cell's reply (seen once in 07-optim, 2026-12-03). A real
+        # failure fails twice; a second-run pass is reported as such, with the first failure
+        # above it.
+        if ! run_once "$nb"; then
+            echo "---- $nb failed; running it once more"
+            if run_once "$nb"; then
+                status="PASS (on its second run)"
+            else
+                status=FAIL
+            fi
+        fi
+        secs=$(echo "$start $(date +%s.%N)" | awk '{printf "%.1f", $2 - $1}')
+        printf '%s  %-40s %8s s\n' "$status" "$nb" "$secs"
+        [ "$status" != FAIL ]
+    )" || rc=$?
+    printf '%s\n' "$report"
+    return "$rc"
+}
 
+# The first notebook runs alone: it compiles the crate and its dependencies into
+# $EVCXR_TMPDIR. Each further worker then gets a copy of that directory (its own crate, the
+# compiled dependencies reused) and the workers take the remaining notebooks in turn.
+JOBS="${NOTEBOOK_JOBS:-$(nproc 2>/dev/null || echo 1)}"
+[[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || die "NOTEBOOK_JOBS must be a positive integer, not '$JOBS'"
+REST=$(( ${#NOTEBOOKS[@]} - 1 ))
+[ "$JOBS" -le "$REST" ] || JOBS=$(( REST > 0 ? REST : 1 ))
+RESULTS="$OUT_DIR/.results"
+: >"$RESULTS"
+if run_notebook "${NOTEBOOKS[0]}"; then echo pass >>"$RESULTS"; else echo fail >>"$RESULTS"; fi
+
+QUEUE="$OUT_DIR/.queue"
+echo 1 >"$QUEUE"
+# Prints the index of the next notebook no worker has taken.
+take_next() {
+    (
+        flock 8
+        local i
+        read -r i <"$QUEUE"
+        echo $((i + 1)) >"$QUEUE"
+        echo "$i"
+    ) 8>"$QUEUE.lock"
+}
+worker() {
+    local i
+    while i=$(take_next) && [ "$i" -lt "${#NOTEBOOKS[@]}" ]; do
+        if run_notebook "${NOTEBOOKS[$i]}"; then
+            echo pass >>"$RESULTS"
+        else
+            echo fail >>"$RESULTS"
+        fi
+    done
+}
+if [ "$REST" -gt 0 ]; then
+    for w in $(seq 2 "$JOBS"); do
+        rm -rf "$EVCXR_TMPDIR.$w"
+        cp -a "$EVCXR_TMPDIR" "$EVCXR_TMPDIR.$w" || die "could not copy $EVCXR_TMPDIR for worker $w"
+        (EVCXR_TMPDIR="$EVCXR_TMPDIR.$w" worker) &
+    done
+    worker
+    wait
+fi
+
+passed=$(grep -c '^pass$' "$RESULTS" || true)
+failed=$(grep -c '^fail$' "$RESULTS" || true)
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -15,6 +15,9 @@
 //! …); [`ENTRIES`] lists the chapters' slices in catalogue order.
 
 use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// Whether the text's statement survives the computation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -76,8 +79,25 @@ pub struct Claim {
     pub value: Option<f64>,
 }
 
+/// Where one claim's computed value is kept once it exists.
+type Slot = Arc<OnceLock<Claim>>;
+
 impl Entry {
+    /// The claim, computed on the first call in this process and cloned afterwards: a
+    /// computation reads only the library and the files beside it, so a second run could only
+    /// repeat it (the test binaries ask for the whole registry several times).
     pub fn evaluate(&self) -> Claim {
+        static DONE: Mutex<BTreeMap<&str, Slot>> = Mutex::new(BTreeMap::new());
+        let cell = {
+            let mut done = DONE.lock().unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(done.entry(self.id).or_default())
+        };
+        // Outside the map's lock, so different claims compute at once; callers of the same
+        // claim wait for the first.
+        cell.get_or_init(|| self.compute_now()).clone()
+    }
+
+    fn compute_now(&self) -> Claim {
         let o = (self.compute)();
         Claim {
             id: self.id,
@@ -94,7 +114,24 @@ impl Entry {
 
 /// Every claim, computed, in catalogue order.
 pub fn all() -> Vec<Claim> {
-    entries().map(Entry::evaluate).collect()
+    // The computations are independent, so as many run at once as the machine has cores;
+    // each lands in `Entry::evaluate`'s cache, which the collection below reads back.
+    let list: Vec<&Entry> = entries().collect();
+    let next = AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|s| {
+        for _ in 1..workers.min(list.len()) {
+            s.spawn(|| {
+                while let Some(e) = list.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    e.evaluate();
+                }
+            });
+        }
+        while let Some(e) = list.get(next.fetch_add(1, Ordering::Relaxed)) {
+            e.evaluate();
+        }
+    });
+    list.iter().map(|e| e.evaluate()).collect()
 }
 
 /// Every entry, in catalogue order.
