@@ -16,7 +16,6 @@
 
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// Whether the text's statement survives the computation.
@@ -114,24 +113,7 @@ impl Entry {
 
 /// Every claim, computed, in catalogue order.
 pub fn all() -> Vec<Claim> {
-    // The computations are independent, so as many run at once as the machine has cores;
-    // each lands in `Entry::evaluate`'s cache, which the collection below reads back.
-    let list: Vec<&Entry> = entries().collect();
-    let next = AtomicUsize::new(0);
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    std::thread::scope(|s| {
-        for _ in 1..workers.min(list.len()) {
-            s.spawn(|| {
-                while let Some(e) = list.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    e.evaluate();
-                }
-            });
-        }
-        while let Some(e) = list.get(next.fetch_add(1, Ordering::Relaxed)) {
-            e.evaluate();
-        }
-    });
-    list.iter().map(|e| e.evaluate()).collect()
+    entries().map(Entry::evaluate).collect()
 }
 
 /// Every entry, in catalogue order.

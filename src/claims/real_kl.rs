@@ -14,7 +14,7 @@ use crate::Error;
 use crate::qwen3::{self, Model};
 use safetensors::SafeTensors;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
 /// A real model: its fixture directory under `data/real`, its file under
 /// `target/real-models` and its name in prose.
@@ -303,18 +303,19 @@ pub fn fast_path_kl(model: &Model, prompts: &[ReferencePrompt]) -> crate::Result
 /// per process and model (the claim and the tests that check it all ask for it; a failure is
 /// returned each time and not kept).
 pub fn model_kl(model: &RealModel) -> crate::Result<KlTable> {
-    static MEASURED: [OnceLock<KlTable>; REAL_MODELS.len()] = [const { OnceLock::new() }; 2];
-    static MEASURING: Mutex<()> = Mutex::new(());
+    static MEASURED: Mutex<[Option<KlTable>; REAL_MODELS.len()]> =
+        Mutex::new([const { None }; REAL_MODELS.len()]);
     let Some(slot) = REAL_MODELS.iter().position(|m| m.name == model.name) else {
         return measure_model_kl(model);
     };
-    // One measurement at a time: a second caller waits and then finds the table.
-    let _turn = MEASURING.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(t) = MEASURED[slot].get() {
+    // Held while measuring: a second caller waits and then finds the table.
+    let mut measured = MEASURED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(t) = &measured[slot] {
         return Ok(t.clone());
     }
     let t = measure_model_kl(model)?;
-    Ok(MEASURED[slot].get_or_init(|| t).clone())
+    measured[slot] = Some(t.clone());
+    Ok(t)
 }
 
 fn measure_model_kl(model: &RealModel) -> crate::Result<KlTable> {
