@@ -31,6 +31,8 @@ pub mod matmul;
 pub mod policy;
 pub mod quant;
 #[cfg(target_arch = "x86_64")]
+mod scratch;
+#[cfg(target_arch = "x86_64")]
 mod x86;
 
 // Paths that predate the split (`kernels::attend`, `kernels::matmul_grouped`, ...).

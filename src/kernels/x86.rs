@@ -6,6 +6,7 @@
 //! the caller's portable code runs. Tests pin every path equal to its reference in the file
 //! that calls it (`matmul.rs`, `attention.rs`).
 
+use super::scratch::HugeScratch;
 use super::{Matrix, Out, PANEL, ROW_BLOCK, WeightData};
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -63,9 +64,8 @@ pub(super) unsafe fn tiles(
             WeightData::F16(d) => tiles_typed(&d[span], w.cols, xs, n, out, avx512),
             // A block format: the block's rows are dequantised once into this thread's
             // buffer (ROW_BLOCK rows), then the f32 tiles run on them.
-            WeightData::Quant { .. } => QUANT_ROWS.with_borrow_mut(|rows| {
-                rows.clear();
-                rows.resize(span.len(), 0.0);
+            WeightData::Quant { .. } => QUANT_ROWS.with_borrow_mut(|scratch| {
+                let rows = scratch.floats(span.len());
                 for (i, row) in rows.chunks_exact_mut(w.cols).enumerate() {
                     w.row_into(r.start + i, row);
                 }
@@ -77,7 +77,7 @@ pub(super) unsafe fn tiles(
 
 thread_local! {
     /// A row block of a block-format matrix dequantised for [`tiles`], one per thread.
-    static QUANT_ROWS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    static QUANT_ROWS: std::cell::RefCell<HugeScratch> = std::cell::RefCell::default();
 }
 
 // ------------------------------------------------------------------ matmul tiles
