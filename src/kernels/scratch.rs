@@ -1,9 +1,7 @@
 //! Per-thread f32 scratch in memory advised for transparent huge pages, for the weight
-//! rows a kernel dequantises or widens once and then reads many times. The register tiles
-//! read 32 such rows, each two 4 KiB pages when it is 2048 floats long, against token rows
-//! as long: on a heap buffer's 4 KiB pages the tiles ran at 11 GFLOP/s a core where they
-//! ran at 29 on 2 MiB pages (`examples/matmul_gflops.rs`, one thread, an AVX2 Zen 1), so
-//! the rows get 2 MiB pages where the kernel grants them, and ordinary memory where not.
+//! rows a kernel dequantises once and then reads many times: the register tiles read 32
+//! such rows against as many token rows, and with 2048-float rows they ran at well under
+//! half their speed on 4 KiB pages (`examples/matmul_gflops.rs`).
 
 use memmap2::MmapMut;
 
@@ -16,28 +14,30 @@ const HUGE: usize = 2 << 20;
 pub(super) struct HugeScratch {
     map: Option<MmapMut>,
     heap: Vec<f32>,
+    /// The system refused a mapping once: the heap serves from then on, without a system
+    /// call per row block.
+    refused: bool,
 }
 
 impl HugeScratch {
     /// `len` floats for the caller to overwrite (zero, or what an earlier call left),
     /// reusing the buffer when it is large enough.
     pub(super) fn floats(&mut self, len: usize) -> &mut [f32] {
-        let bytes = len.saturating_mul(4);
-        let fits = |m: &MmapMut| m.len() >= bytes.saturating_add(HUGE);
-        if !self.map.as_ref().is_some_and(fits) {
-            self.map = anonymous(bytes);
-        }
-        match self.map.as_mut() {
-            Some(map) => {
+        let bytes = len.checked_mul(4).filter(|_| !self.refused);
+        if let Some(bytes) = bytes {
+            let fits = |m: &MmapMut| m.len() >= bytes.saturating_add(HUGE);
+            if !self.map.as_ref().is_some_and(fits) {
+                self.map = anonymous(bytes);
+                self.refused = self.map.is_none();
+            }
+            if let Some(map) = self.map.as_mut() {
                 let start = map.as_ptr().align_offset(HUGE);
-                bytemuck::cast_slice_mut(&mut map[start..start + bytes])
-            }
-            None => {
-                self.heap.clear();
-                self.heap.resize(len, 0.0);
-                &mut self.heap
+                return bytemuck::cast_slice_mut(&mut map[start..start + bytes]);
             }
         }
+        self.heap.clear();
+        self.heap.resize(len, 0.0);
+        &mut self.heap
     }
 }
 
@@ -70,5 +70,9 @@ mod tests {
         let c = s.floats(HUGE); // 8 MiB of floats: a new mapping
         assert_eq!(c.len(), HUGE);
         assert_eq!(c.as_ptr() as usize % HUGE, 0);
+        s.refused = true; // the heap serves a refused system
+        let d = s.floats(700);
+        assert_eq!(d.len(), 700);
+        assert!(d.iter().all(|&v| v == 0.0));
     }
 }
