@@ -1,41 +1,62 @@
-//! Prefill-sized Q8_0 matmuls through the f32 tiles (each row block dequantised once), in
-//! GFLOP/s, best of many calls: the expert shapes at a prefill's typical group sizes and an
-//! attention projection at 512 tokens (chapter 10's Reproducing page).
+//! Prefill-sized matmuls of the block formats that have AVX2 int8 tiles (Q8_0, Q4_K, Q6_K),
+//! in GFLOP/s, best of many calls, through both paths a group can take: the int8 tiles
+//! (activations quantised) and the f32 tiles (each row block dequantised once). The expert
+//! shape at group sizes around the switch between them (`kernels::dispatch::INT8_TILED_MAX_TOKENS`),
+//! and an attention projection at 512 tokens (chapter 10's Reproducing page).
 //!
 //! ```text
 //! RAYON_NUM_THREADS=1 cargo run --release --example matmul_gflops
 //! ```
 use llm_anatomy::kernels::Matrix;
+use llm_anatomy::kernels::quant::with_quant_activations;
 use llm_anatomy::quant::{GgmlType, quantize};
 use std::time::Instant;
 
-fn main() {
-    let shapes = [
-        (768, 2048, 32),
-        (768, 2048, 64),
-        (2048, 768, 32),
-        (4096, 2048, 512),
-    ];
-    println!("{} thread(s)", rayon::current_num_threads());
-    for (rows, cols, n) in shapes {
-        let w: Vec<f32> = (0..rows * cols)
-            .map(|i| ((i * 7919 % 211) as f32 - 105.0) / 300.0)
-            .collect();
-        let mut bytes = Vec::new();
-        quantize(GgmlType::Q8_0, &w, &mut bytes);
-        let m = Matrix::quant(GgmlType::Q8_0, &bytes, rows, cols);
-        let x: Vec<f32> = (0..n * cols)
-            .map(|i| ((i * 53 % 97) as f32 - 48.0) / 32.0)
-            .collect();
-        let mut out = vec![0.0f32; n * rows];
-        let best = (0..(10240 / n).max(5))
+/// Best GFLOP/s of `m · x` for `n` token rows, with the int8 path forced on or off.
+fn gflops(m: &Matrix, rows: usize, cols: usize, n: usize, int8: bool) -> f64 {
+    let x: Vec<f32> = (0..n * cols)
+        .map(|i| ((i * 53 % 97) as f32 - 48.0) / 32.0)
+        .collect();
+    let mut out = vec![0.0f32; n * rows];
+    let best = with_quant_activations(int8, || {
+        (0..(10240 / n).max(5))
             .map(|_| {
                 let t = Instant::now();
                 m.matmul(&x, &mut out);
                 t.elapsed().as_secs_f64()
             })
-            .fold(f64::MAX, f64::min);
-        let gflops = 2.0 * (rows * cols * n) as f64 / best / 1e9;
-        println!("{rows} × {cols} Q8_0, {n} tokens: {gflops:5.1} GFLOP/s");
+            .fold(f64::MAX, f64::min)
+    });
+    2.0 * (rows * cols * n) as f64 / best / 1e9
+}
+
+fn main() {
+    let shapes = [
+        (768, 2048, 4),
+        (768, 2048, 8),
+        (768, 2048, 12),
+        (768, 2048, 16),
+        (768, 2048, 24),
+        (768, 2048, 32),
+        (768, 2048, 64),
+        (4096, 2048, 512),
+    ];
+    println!(
+        "{} thread(s); GFLOP/s, int8 tiles / f32 tiles",
+        rayon::current_num_threads()
+    );
+    for ty in [GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+        for (rows, cols, n) in shapes {
+            let w: Vec<f32> = (0..rows * cols)
+                .map(|i| ((i * 7919 % 211) as f32 - 105.0) / 300.0)
+                .collect();
+            let mut bytes = Vec::new();
+            quantize(ty, &w, &mut bytes);
+            let m = Matrix::quant(ty, &bytes, rows, cols);
+            let int8 = gflops(&m, rows, cols, n, true);
+            let f32 = gflops(&m, rows, cols, n, false);
+            let name = ty.name();
+            println!("{name} {rows} × {cols}, {n:3} tokens: {int8:5.1} / {f32:5.1}");
+        }
     }
 }
