@@ -17,10 +17,11 @@ pub const INT8_MAX_TOKENS: usize = 4;
 
 /// Groups of a matmul of a type with register tiles take the int8 path up to this many
 /// token rows; bigger ones (prefill's attention projections, busy experts) dequantise a
-/// row block to f32 once and run the f32 tiles, which amortise it better. Measured on a
-/// 768 × 2048 matrix, 2 threads (`tiles::matmul_timing`): int8 wins at 8 tokens by
-/// 1.4–2×, loses at 32 by 1.1–1.3× for Q4_K and Q6_K.
-pub const INT8_TILED_MAX_TOKENS: usize = 16;
+/// row block to f32 once and run the f32 tiles, which amortise it better. The switch is
+/// the largest group at which the AVX2 int8 tiles of all three tiled types still keep up
+/// with the f32 tiles on the CPUs that run them (AVX2 without VNNI), measured by
+/// `examples/matmul_gflops` at 4–64 tokens (chapter 10's Reproducing page).
+pub const INT8_TILED_MAX_TOKENS: usize = 8;
 
 /// With the VNNI kernels, groups take the int8 path up to this many token rows, that is,
 /// every group: the row lanes cost the same per token however many there are (passes of
