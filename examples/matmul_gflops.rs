@@ -1,8 +1,9 @@
 //! Prefill-sized matmuls of the block formats that have AVX2 int8 tiles (Q8_0, Q4_K, Q6_K),
 //! in GFLOP/s, best of many calls, through both paths a group can take: the int8 tiles
-//! (activations quantised) and the f32 tiles (each row block dequantised once). The expert
-//! shape at group sizes around the switch between them (`kernels::dispatch::INT8_TILED_MAX_TOKENS`),
-//! and an attention projection at 512 tokens (chapter 10's Reproducing page).
+//! (activations quantised) and the f32 tiles (each row block dequantised once). Shapes: an
+//! expert's at group sizes around the switch between the paths
+//! (`kernels::dispatch::INT8_TILED_MAX_TOKENS`), and an attention projection at 512 tokens
+//! (chapter 10's Reproducing page).
 //!
 //! ```text
 //! RAYON_NUM_THREADS=1 cargo run --release --example matmul_gflops
