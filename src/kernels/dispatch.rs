@@ -18,9 +18,9 @@ pub const INT8_MAX_TOKENS: usize = 4;
 /// Groups of a matmul of a type with register tiles take the int8 path up to this many
 /// token rows; bigger ones (prefill's attention projections, busy experts) dequantise a
 /// row block to f32 once and run the f32 tiles, which amortise it better. The switch is
-/// the largest group at which the AVX2 int8 tiles of all three tiled types still keep up
-/// with the f32 tiles on the CPUs that run them (AVX2 without VNNI), measured by
-/// `examples/matmul_gflops` at 4–64 tokens (chapter 10's Reproducing page).
+/// the largest group at which the AVX2 int8 tiles of all three tiled types still kept up
+/// with the f32 tiles on the AVX2-only CPU measured (VNNI CPUs take the row lanes
+/// instead), by `examples/matmul_gflops` at 4–64 tokens (chapter 10's Reproducing page).
 pub const INT8_TILED_MAX_TOKENS: usize = 8;
 
 /// With the VNNI kernels, groups take the int8 path up to this many token rows, that is,
