@@ -32,32 +32,30 @@ fn gflops(m: &Matrix, rows: usize, cols: usize, n: usize, int8: bool) -> f64 {
 }
 
 fn main() {
-    let shapes = [
-        (768, 2048, 4),
-        (768, 2048, 8),
-        (768, 2048, 12),
-        (768, 2048, 16),
-        (768, 2048, 24),
-        (768, 2048, 32),
-        (768, 2048, 64),
-        (4096, 2048, 512),
+    // (rows, cols, token counts): an expert's matrix around the switch, and an attention
+    // projection at 512 tokens. Each shape is quantised once per type.
+    let shapes: [(usize, usize, &[usize]); 2] = [
+        (768, 2048, &[4, 8, 12, 16, 24, 32, 64]),
+        (4096, 2048, &[512]),
     ];
     println!(
         "{} thread(s); GFLOP/s, int8 tiles / f32 tiles",
         rayon::current_num_threads()
     );
     for ty in [GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
-        for (rows, cols, n) in shapes {
+        for (rows, cols, counts) in shapes {
             let w: Vec<f32> = (0..rows * cols)
                 .map(|i| ((i * 7919 % 211) as f32 - 105.0) / 300.0)
                 .collect();
             let mut bytes = Vec::new();
             quantize(ty, &w, &mut bytes);
             let m = Matrix::quant(ty, &bytes, rows, cols);
-            let int8 = gflops(&m, rows, cols, n, true);
-            let f32 = gflops(&m, rows, cols, n, false);
-            let name = ty.name();
-            println!("{name} {rows} × {cols}, {n:3} tokens: {int8:5.1} / {f32:5.1}");
+            for &n in counts {
+                let int8 = gflops(&m, rows, cols, n, true);
+                let f32 = gflops(&m, rows, cols, n, false);
+                let name = ty.name();
+                println!("{name} {rows} × {cols}, {n:3} tokens: {int8:5.1} / {f32:5.1}");
+            }
         }
     }
 }
