@@ -535,6 +535,11 @@ mod tests {
         for &(rows, cols, n) in &[
             (1, 3, 1),
             (7, 8, 1),
+            // One token over columns in sixteens: AVX2's bf16 decode kernel, with rows
+            // that fill its four streams and rows left over.
+            (3, 16, 1),
+            (37, 48, 1),
+            (32, 2048, 1),
             (37, 24, 5),
             (70, 131, 9),
             (65, 2048, 67),

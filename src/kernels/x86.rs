@@ -12,6 +12,7 @@ use std::arch::x86_64::*;
 use std::ops::Range;
 
 mod attention;
+mod bf16_decode;
 pub(super) use attention::{attend, block_scores, block_values};
 
 /// A weight element the tiles can widen to f32.
@@ -60,6 +61,14 @@ pub(super) unsafe fn tiles(
     unsafe {
         match w.data {
             WeightData::F32(d) => tiles_typed(&d[span], w.cols, xs, n, out, avx512),
+            WeightData::Bf16(d)
+                if n == 1
+                    && !avx512
+                    && super::policy::cpu().avx2_fma()
+                    && bf16_decode::matvec(&d[span.clone()], w.cols, xs, out) =>
+            {
+                true
+            }
             WeightData::Bf16(d) => tiles_typed(&d[span], w.cols, xs, n, out, avx512),
             WeightData::F16(d) => tiles_typed(&d[span], w.cols, xs, n, out, avx512),
             // A block format: the block's rows are dequantised once into this thread's
