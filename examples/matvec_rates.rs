@@ -83,6 +83,7 @@ fn main() {
         GgmlType::Q8_0,
         GgmlType::Q4_K,
         GgmlType::Q6_K,
+        GgmlType::Q4_1,
     ] {
         let row_bytes = ty.row_bytes(COLS as u64).expect("row size") as usize;
         let rows = (mb << 20) / row_bytes;

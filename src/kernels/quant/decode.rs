@@ -3,11 +3,14 @@
 //! legacy 4- and 5-bit types of smaller models' files (Q4_0, Q4_1, Q5_0, Q5_1).
 //! A decode step is one token, so the register tiles of `tiles` (which share a weight
 //! block's unpacking between tokens) have nothing to share; what matters is the number of
-//! instructions per weight byte and a memory stream the prefetchers follow. These kernels
-//! walk one row at a time (consecutive rows are consecutive in memory, so a task's rows are
-//! one sequential stream), keep every vector in a register (no arrays of vectors, which the
-//! tiles spill at one token), and split each 256-weight block's float sum over two
-//! accumulators so the FMA latency does not serialise it.
+//! instructions per weight byte and memory streams the prefetchers follow.
+//! - Q8_0 and the legacy types walk four rows at once, each from its own quarter of the
+//!   task's rows ([`by_streams`]): the activation loads serve four rows, and each stream
+//!   runs on through consecutive rows.
+//! - Q4_K and Q6_K walk one row at a time, keeping every vector in a register, and split
+//!   each 256-weight block's float sum over two accumulators so the FMA latency does not
+//!   serialise it. Their four-row versions spilled and ran 10–20 % slower
+//!   (`examples/matvec_rates.rs`).
 //!
 //! The integer sum of each activation block equals the reference's exactly; only the f32
 //! additions come in another order, so tests pin each kernel to
@@ -68,6 +71,32 @@ pub fn dot_rows(
     true
 }
 
+/// `kernel` over the rows of `rows` (`row_bytes` each) into `out`, `S` rows at a time, each
+/// from its own `1/S` of the rows, so a thread reads `S` memory streams that each run on
+/// through consecutive rows and the activations' loads serve them all; the last
+/// `out.len() % S` rows go one at a time through `one`.
+#[inline(always)]
+fn by_streams<const S: usize>(
+    rows: &[u8],
+    row_bytes: usize,
+    out: &mut [f32],
+    mut kernel: impl FnMut([&[u8]; S], &mut [f32; S]),
+    mut one: impl FnMut(&[u8]) -> f32,
+) {
+    let part = out.len() / S;
+    for i in 0..part {
+        let row = |k: usize| &rows[(k * part + i) * row_bytes..][..row_bytes];
+        let mut v = [0.0f32; S];
+        kernel(std::array::from_fn(row), &mut v);
+        for (k, v) in v.into_iter().enumerate() {
+            out[k * part + i] = v;
+        }
+    }
+    for r in S * part..out.len() {
+        out[r] = one(&rows[r * row_bytes..][..row_bytes]);
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 
@@ -123,11 +152,18 @@ mod avx2 {
         }
     }
 
+    /// Rows a thread walks at once ([`super::by_streams`]).
+    const STREAMS: usize = 4;
+
     #[target_feature(enable = "avx2,fma,f16c")]
     fn rows_q8_0(rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) {
-        for (o, row) in out.iter_mut().zip(rows.chunks_exact(row_bytes)) {
-            *o = q8_0(row, x);
-        }
+        super::by_streams::<STREAMS>(
+            rows,
+            row_bytes,
+            out,
+            |r, v| *v = q8_0(r, x),
+            |r| q8_0([r], x)[0],
+        );
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -151,9 +187,13 @@ mod avx2 {
         x: ActRow,
         out: &mut [f32],
     ) {
-        for (o, row) in out.iter_mut().zip(rows.chunks_exact(row_bytes)) {
-            *o = legacy::<BYTES, QS, FIVE, MIN>(row, x);
-        }
+        super::by_streams::<STREAMS>(
+            rows,
+            row_bytes,
+            out,
+            |r, v| *v = legacy::<BYTES, QS, FIVE, MIN, STREAMS>(r, x),
+            |r| legacy::<BYTES, QS, FIVE, MIN, 1>([r], x)[0],
+        );
     }
 
     /// 32 bytes at `s[..32]` (bounds-checked, then an unaligned load).
@@ -223,84 +263,95 @@ mod avx2 {
     /// them when `FIVE`, a minimum `m` at byte 2 when `MIN`. Without a minimum the weights
     /// are signed, `q − 8` or `q − 16`, and each block adds `d·dx·Σ w·x̂`; with one they are
     /// `d·q + m` and each block adds `d·dx·Σ q·x̂ + m·(dx·Σ x̂)`, the bracket being the
-    /// activation block's `dsums`. Blocks alternate between two accumulators.
+    /// activation block's `dsums`. `R` rows at once.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    fn legacy<const BYTES: usize, const QS: usize, const FIVE: bool, const MIN: bool>(
-        row: &[u8],
+    fn legacy<
+        const BYTES: usize,
+        const QS: usize,
+        const FIVE: bool,
+        const MIN: bool,
+        const R: usize,
+    >(
+        rows: [&[u8]; R],
         x: ActRow,
-    ) -> f32 {
+    ) -> [f32; R] {
         let ones = _mm256_set1_epi16(1);
         let m4 = _mm_set1_epi8(0x0f);
         let offset = _mm256_set1_epi8(if FIVE { 16 } else { 8 });
-        let mut acc = [_mm256_setzero_ps(); 2];
-        let mut acc_min = 0.0f32;
-        let blocks = row.as_chunks::<BYTES>().0.iter();
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut acc_min = [0.0f32; R];
+        let blocks = rows.map(|r| r.as_chunks::<BYTES>().0);
         let xs = x.qs.as_chunks::<32>().0.iter().zip(x.d.iter().zip(x.dsums));
-        for (b, (blk, (xq, (&dx, &dsum)))) in blocks.zip(xs).enumerate() {
-            if b % 2 == 0 {
-                prefetch(blk.as_ptr(), 2 * BYTES);
-            }
-            let packed = load16(&blk[QS..]);
-            let lo = _mm_and_si128(packed, m4);
-            let hi = _mm_and_si128(_mm_srli_epi16(packed, 4), m4);
-            let mut q = _mm256_set_m128i(hi, lo);
-            if FIVE {
-                let qh = u32::from_le_bytes([blk[QS - 4], blk[QS - 3], blk[QS - 2], blk[QS - 1]]);
-                q = _mm256_or_si256(q, super::super::avx2::fifth_bits(qh));
-            }
+        for (b, (xq, (&dx, &dsum))) in xs.enumerate() {
             let xv = load32(xq);
-            let pairs = if MIN {
-                // q ≤ 31 unsigned: pairs at most 2·31·127 = 7874.
-                _mm256_maddubs_epi16(q, xv)
-            } else {
-                // |w| ≤ 16, moved onto x̂'s sign: pairs at most 2·16·127 = 4064.
-                let w = _mm256_sub_epi8(q, offset);
-                _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w))
-            };
-            let s = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-            // d (and m) widened together by F16C: [d, m, 0, 0].
-            let dm = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from_le_bytes([
-                blk[0], blk[1], blk[2], blk[3],
-            ])));
-            let scale = _mm256_set1_ps(_mm_cvtss_f32(dm) * dx);
-            acc[b % 2] = _mm256_fmadd_ps(s, scale, acc[b % 2]);
-            if MIN {
-                acc_min += _mm_cvtss_f32(_mm_movehdup_ps(dm)) * dsum;
+            for k in 0..R {
+                let blk = &blocks[k][b];
+                if b % 2 == 0 {
+                    prefetch(blk.as_ptr(), 2 * BYTES);
+                }
+                let packed = load16(&blk[QS..]);
+                let lo = _mm_and_si128(packed, m4);
+                let hi = _mm_and_si128(_mm_srli_epi16(packed, 4), m4);
+                let mut q = _mm256_set_m128i(hi, lo);
+                if FIVE {
+                    let qh =
+                        u32::from_le_bytes([blk[QS - 4], blk[QS - 3], blk[QS - 2], blk[QS - 1]]);
+                    q = _mm256_or_si256(q, super::super::avx2::fifth_bits(qh));
+                }
+                let pairs = if MIN {
+                    // q ≤ 31 unsigned: pairs at most 2·31·127 = 7874.
+                    _mm256_maddubs_epi16(q, xv)
+                } else {
+                    // |w| ≤ 16, moved onto x̂'s sign: pairs at most 2·16·127 = 4064.
+                    let w = _mm256_sub_epi8(q, offset);
+                    _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w))
+                };
+                let s = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
+                // d (and m) widened together by F16C: [d, m, 0, 0].
+                let dm = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from_le_bytes([
+                    blk[0], blk[1], blk[2], blk[3],
+                ])));
+                let scale = _mm256_set1_ps(_mm_cvtss_f32(dm) * dx);
+                acc[k] = _mm256_fmadd_ps(s, scale, acc[k]);
+                if MIN {
+                    acc_min[k] += _mm_cvtss_f32(_mm_movehdup_ps(dm)) * dsum;
+                }
             }
         }
-        hsum(_mm256_add_ps(acc[0], acc[1])) + acc_min
+        std::array::from_fn(|k| hsum(acc[k]) + acc_min[k])
     }
 
     /// Q8_0: per block `dw · [dx₀ ×4, dx₁ ×4] · Σ w·x̂` (lanes 0..4 of `vpmaddwd` hold
-    /// the first 16 values' products, 4..8 the last 16's), blocks alternating between two
-    /// accumulators.
+    /// the first 16 values' products, 4..8 the last 16's). `R` rows at once.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    fn q8_0(row: &[u8], x: ActRow) -> f32 {
+    fn q8_0<const R: usize>(rows: [&[u8]; R], x: ActRow) -> [f32; R] {
         let ones = _mm256_set1_epi16(1);
         let halves = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-        let mut acc = [_mm256_setzero_ps(); 2];
-        // Fixed-size chunks, so the compiler sees every slice's length (no bounds checks).
-        let blocks = row.as_chunks::<34>().0.iter();
+        let mut acc = [_mm256_setzero_ps(); R];
+        // Fixed-size chunks, so the compiler sees every slice's length.
+        let blocks = rows.map(|r| r.as_chunks::<34>().0);
         let xs = x.qs.as_chunks::<32>().0.iter().zip(x.d.as_chunks::<2>().0);
-        for (b, (blk, (xq, d))) in blocks.zip(xs).enumerate() {
-            if b % 2 == 0 {
-                prefetch(blk.as_ptr(), 68);
-            }
-            let w = load32(&blk[2..]);
+        for (b, (xq, d)) in xs.enumerate() {
             let xv = load32(xq);
-            let p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w));
-            let s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
             // SAFETY: `d` holds two f32, the 8 bytes `_mm_loadl_epi64` reads (unaligned).
             let pair = unsafe { _mm_loadl_epi64(d.as_ptr() as *const __m128i) };
             // The block's two activation steps, [d₀ ×4, d₁ ×4].
             let dx =
                 _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_castsi128_ps(pair)), halves);
-            let scale = _mm256_mul_ps(f16_splat(blk), dx);
-            acc[b % 2] = _mm256_fmadd_ps(s, scale, acc[b % 2]);
+            for k in 0..R {
+                let blk = &blocks[k][b];
+                if b % 2 == 0 {
+                    prefetch(blk.as_ptr(), 68);
+                }
+                let w = load32(&blk[2..]);
+                let p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w));
+                let s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
+                acc[k] = _mm256_fmadd_ps(s, _mm256_mul_ps(f16_splat(blk), dx), acc[k]);
+            }
         }
-        hsum(_mm256_add_ps(acc[0], acc[1]))
+        std::array::from_fn(|k| hsum(acc[k]))
     }
 
     /// Q4_K: per 32-weight sub-block `s` (activation block `j`), `(sc_s·dx_j)·Σ q·x̂q`

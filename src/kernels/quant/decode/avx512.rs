@@ -37,38 +37,12 @@ pub fn dot_rows(ty: GgmlType, rows: &[u8], row_bytes: usize, x: ActRow, out: &mu
     }
 }
 
-/// Rows walked [`STREAMS`] at a time, each from its own part of the task's rows, so a
-/// thread reads several memory streams at once and the activations' loads and shuffles
-/// serve them all.
+/// Rows walked at once ([`super::by_streams`]).
 const STREAMS: usize = 2;
-
-/// `kernel` over the rows of `rows` into `out`: the first `STREAMS · (n / STREAMS)` rows
-/// in `STREAMS` interleaved runs, the rest one at a time.
-#[inline(always)]
-fn by_streams(
-    rows: &[u8],
-    row_bytes: usize,
-    out: &mut [f32],
-    mut kernel: impl FnMut([&[u8]; STREAMS], &mut [f32; STREAMS]),
-    mut one: impl FnMut(&[u8]) -> f32,
-) {
-    let part = out.len() / STREAMS;
-    for i in 0..part {
-        let row = |k: usize| &rows[(k * part + i) * row_bytes..][..row_bytes];
-        let mut v = [0.0f32; STREAMS];
-        kernel(std::array::from_fn(row), &mut v);
-        for (k, v) in v.into_iter().enumerate() {
-            out[k * part + i] = v;
-        }
-    }
-    for r in STREAMS * part..out.len() {
-        out[r] = one(&rows[r * row_bytes..][..row_bytes]);
-    }
-}
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 fn rows_q8_0(rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) {
-    by_streams(
+    super::by_streams::<STREAMS>(
         rows,
         row_bytes,
         out,
@@ -79,7 +53,7 @@ fn rows_q8_0(rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) {
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 fn rows_q4_k(rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) {
-    by_streams(
+    super::by_streams::<STREAMS>(
         rows,
         row_bytes,
         out,
@@ -90,7 +64,7 @@ fn rows_q4_k(rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) {
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 fn rows_q6_k(rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) {
-    by_streams(
+    super::by_streams::<STREAMS>(
         rows,
         row_bytes,
         out,
