@@ -5,11 +5,11 @@
 //! block's unpacking between tokens) have nothing to share; what matters is the number of
 //! instructions per weight byte and memory streams the prefetchers follow.
 //! - Q8_0 and the legacy types walk four rows at once, each from its own quarter of the
-//!   task's rows ([`by_streams`]): the activation loads serve four rows, and each stream
+//!   task's rows (`by_streams`): the activation loads serve four rows, and each stream
 //!   runs on through consecutive rows.
 //! - Q4_K and Q6_K walk one row at a time, keeping every vector in a register, and split
 //!   each 256-weight block's float sum over two accumulators so the FMA latency does not
-//!   serialise it. Their four-row versions spilled and ran 10–20 % slower
+//!   serialise it. Their two- and four-row versions ran 8 % and 18 % slower
 //!   (`examples/matvec_rates.rs`).
 //!
 //! The integer sum of each activation block equals the reference's exactly; only the f32
