@@ -74,7 +74,6 @@ pub(super) unsafe fn matvec(w: &[half::bf16], cols: usize, x: &[f32], out: Out) 
 /// Those rows of `w` (`[rows, cols]`, cols a multiple of 16) exist, `xs` holds `cols`
 /// floats, the CPU supports AVX2 and FMA, and `out` may write those rows for token 0.
 #[target_feature(enable = "avx2,fma")]
-// ANCHOR: bf16_decode
 unsafe fn tile<const R: usize>(
     w: &[half::bf16],
     cols: usize,
@@ -99,7 +98,6 @@ unsafe fn tile<const R: usize>(
             odd[i] = _mm256_fmadd_ps(wo, xo, odd[i]);
         }
     }
-    // ANCHOR_END: bf16_decode
     for i in 0..R {
         let mut lanes = [0.0f32; 8];
         // SAFETY: `lanes` holds exactly the 8 floats an unaligned 256-bit store writes.
