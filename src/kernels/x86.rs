@@ -1,10 +1,10 @@
 //! The x86-64 kernels of chapter 10 and their run-time dispatch: AVX2+FMA+F16C register
-//! tiles and AVX-512 tiles for the matmuls of `matmul.rs`, the AVX-512 outer-product
-//! kernel `gemm_block` for prefill, and the AVX-512 attention for `attention.rs`. Compiled
-//! on x86-64 only (the `mod x86` declaration carries the one `cfg`); each entry point
-//! checks the CPU (`policy::cpu`, detected once) and declines when it lacks the features, so
-//! the caller's portable code runs. Tests pin every path equal to its reference in the file
-//! that calls it (`matmul.rs`, `attention.rs`).
+//! tiles, AVX2's one-token bf16 kernel (`bf16_decode`) and AVX-512 tiles for the matmuls of
+//! `matmul.rs`, the AVX-512 outer-product kernel `gemm_block` for prefill, and the AVX-512
+//! attention for `attention.rs`. Compiled on x86-64 only (the `mod x86` declaration carries
+//! the one `cfg`); each entry point checks the CPU (`policy::cpu`, detected once) and
+//! declines when it lacks the features, so the caller's portable code runs. Tests pin every
+//! path equal to its reference in the file that calls it (`matmul.rs`, `attention.rs`).
 
 use super::scratch::HugeScratch;
 use super::{Matrix, Out, PANEL, ROW_BLOCK, WeightData};
@@ -61,15 +61,14 @@ pub(super) unsafe fn tiles(
     unsafe {
         match w.data {
             WeightData::F32(d) => tiles_typed(&d[span], w.cols, xs, n, out, avx512),
-            WeightData::Bf16(d)
-                if n == 1
-                    && !avx512
-                    && super::policy::cpu().avx2_fma()
-                    && bf16_decode::matvec(&d[span.clone()], w.cols, xs, out) =>
-            {
-                true
+            WeightData::Bf16(d) => {
+                let d = &d[span];
+                // One token without the AVX-512 tiles: the AVX2 decode kernel (AVX2 and FMA
+                // checked first), which declines columns that are not in sixteens.
+                let avx2 = n == 1 && !avx512 && super::policy::cpu().avx2_fma();
+                (avx2 && bf16_decode::matvec(d, w.cols, xs, out))
+                    || tiles_typed(d, w.cols, xs, n, out, avx512)
             }
-            WeightData::Bf16(d) => tiles_typed(&d[span], w.cols, xs, n, out, avx512),
             WeightData::F16(d) => tiles_typed(&d[span], w.cols, xs, n, out, avx512),
             // A block format: the block's rows are dequantised once into this thread's
             // buffer (ROW_BLOCK rows), then the f32 tiles run on them.
