@@ -35,14 +35,20 @@ fn main() {
     // (rows, cols, token counts): an expert's matrix around the switch, and an attention
     // projection at 512 tokens. Each shape is quantised once per type.
     let shapes: [(usize, usize, &[usize]); 2] = [
-        (768, 2048, &[4, 8, 12, 16, 24, 32, 64]),
+        (768, 2048, &[2, 3, 4, 8, 12, 16, 32, 64]),
         (4096, 2048, &[512]),
     ];
     println!(
         "{} thread(s); GFLOP/s, int8 tiles / f32 tiles",
         rayon::current_num_threads()
     );
-    for ty in [GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K] {
+    // An argument (`q4_K`, …) keeps one type.
+    let only = std::env::args().nth(1);
+    let types = [GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K];
+    for ty in types
+        .into_iter()
+        .filter(|t| only.as_deref().is_none_or(|o| o == t.name()))
+    {
         for (rows, cols, counts) in shapes {
             let w: Vec<f32> = (0..rows * cols)
                 .map(|i| ((i * 7919 % 211) as f32 - 105.0) / 300.0)

@@ -11,6 +11,10 @@ use crate::quant::GgmlType;
 /// Groups of at least this many tokens take the VNNI row lanes (16 rows a register).
 pub const LANES_MIN_TOKENS: usize = 4;
 
+/// Groups of at least this many tokens of a type with AVX2 row lanes take them (fewer:
+/// the int8 tiles).
+pub const AVX2_LANES_MIN_TOKENS: usize = 3;
+
 /// Groups of at most this many token rows take the int8 path when it is on, for the
 /// types without register tiles (decode).
 pub const INT8_MAX_TOKENS: usize = 4;
@@ -21,6 +25,7 @@ pub const INT8_MAX_TOKENS: usize = 4;
 /// the largest group at which the AVX2 int8 tiles of all three tiled types still kept up
 /// with the f32 tiles on the AVX2-only CPU measured (VNNI CPUs take the row lanes
 /// instead), by `examples/matmul_gflops` at 4–64 tokens (chapter 10's Reproducing page).
+/// Q4_K, which has AVX2 row lanes, keeps every group on the int8 path.
 pub const INT8_TILED_MAX_TOKENS: usize = 8;
 
 /// With the VNNI kernels, groups take the int8 path up to this many token rows, that is,
@@ -46,6 +51,9 @@ pub struct TypeKernels {
     pub act_block: Option<usize>,
     /// AVX2 int8 register tiles (small groups).
     pub avx2_int8_tiles: bool,
+    /// AVX2 row lanes (`quant::lanes8`, eight rows a register): the smallest and the
+    /// largest group they take (the largest also ends the type's int8 path on AVX2).
+    pub avx2_lanes: Option<(usize, usize)>,
     /// AVX2 int8 decode row kernels (one token).
     pub avx2_decode_rows: bool,
     /// AVX-512 VNNI decode row kernels (one token, 64 weights a register), taken over the
@@ -65,6 +73,7 @@ const fn row(ty: GgmlType, act_block: Option<usize>) -> TypeKernels {
         ty,
         act_block,
         avx2_int8_tiles: false,
+        avx2_lanes: None,
         avx2_decode_rows: false,
         avx512_decode_rows: false,
         vnni_from_tokens: None,
@@ -109,6 +118,7 @@ pub const TABLE: [TypeKernels; 11] = [
     legacy(GgmlType::Q5_1),
     TypeKernels {
         avx2_int8_tiles: true,
+        avx2_lanes: Some((AVX2_LANES_MIN_TOKENS, usize::MAX)),
         avx2_decode_rows: true,
         avx512_decode_rows: true,
         vnni_from_tokens: Some(LANES_MIN_TOKENS),
@@ -154,6 +164,9 @@ pub fn names(ty: GgmlType, cpu: CpuFeatures) -> Vec<&'static str> {
     if k.avx2_int8_tiles && cpu.avx2_fma() {
         out.push("avx2 int8 tiles");
     }
+    if k.avx2_lanes.is_some() && cpu.avx2_fma() {
+        out.push("avx2 int8 row lanes");
+    }
     if k.avx2_decode_rows && cpu.avx2_fma() {
         out.push("avx2 int8 decode rows");
     }
@@ -181,8 +194,9 @@ pub fn wide_decode(ty: GgmlType) -> bool {
 
 /// The largest group of a matmul of weight type `ty` that quantises its activations (0:
 /// none) under `policy`: all or none when forced, else [`INT8_LANES_MAX_TOKENS`] when the
-/// VNNI kernels take `ty`, [`INT8_TILED_MAX_TOKENS`] when it has AVX2 register tiles, and
-/// [`INT8_MAX_TOKENS`] (decode) for the other types with an int8 dot.
+/// VNNI kernels take `ty`, [`INT8_TILED_MAX_TOKENS`] (or the AVX2 row lanes' largest group,
+/// if larger) when it has AVX2 register tiles, and [`INT8_MAX_TOKENS`] (decode) for the
+/// other types with an int8 dot.
 pub fn int8_max_tokens(ty: GgmlType, policy: &Policy) -> usize {
     int8_max_tokens_on(cpu(), ty, policy)
 }
@@ -190,12 +204,15 @@ pub fn int8_max_tokens(ty: GgmlType, policy: &Policy) -> usize {
 fn int8_max_tokens_on(cpu: CpuFeatures, ty: GgmlType, policy: &Policy) -> usize {
     let k = kernels(ty);
     let tiles = k.avx2_int8_tiles && cpu.avx2_fma();
+    let lanes = k.avx2_lanes.filter(|_| cpu.avx2_fma()).map(|(_, to)| to);
     let vnni = k.vnni_from_tokens.is_some() && cpu.vnni() && policy.vnni();
     match (policy.quant_activations(), tiles) {
         (QuantActs::Off, _) => 0,
         (QuantActs::All, _) => usize::MAX,
         (QuantActs::Auto, _) if vnni => INT8_LANES_MAX_TOKENS,
-        (QuantActs::Auto, true) => INT8_TILED_MAX_TOKENS,
+        (QuantActs::Auto, true) => {
+            lanes.map_or(INT8_TILED_MAX_TOKENS, |to| to.max(INT8_TILED_MAX_TOKENS))
+        }
         (QuantActs::Auto, false) => INT8_MAX_TOKENS,
     }
 }

@@ -427,8 +427,21 @@ fn int8_tiles(
     if decode_rows(ty, bytes, row_bytes, r.clone(), acts, g, o, vnni) {
         return;
     }
-    let empty: &[u8] = &[];
     let mut ri = r.start;
+    if quant::lanes8::wins(ty, g.n) {
+        // Eight rows at a time in the lanes; the rows left over take the tiles.
+        while r.end - ri >= quant::lanes8::ROWS {
+            let rows = &bytes[ri * row_bytes..(ri + quant::lanes8::ROWS) * row_bytes];
+            let tokens = g.first_in..g.first_in + g.n;
+            let i0 = ri - r.start;
+            // SAFETY: `put` gets t < g.n and a row i < 8 of rows ri.., inside this task's
+            // rows `r`: the contract of `Out::set`.
+            let put = |t: usize, i: usize, v: f32| unsafe { o.set(t, i0 + i, v) };
+            quant::lanes8::rows8(ty, rows, row_bytes, acts, tokens, put);
+            ri += quant::lanes8::ROWS;
+        }
+    }
+    let empty: &[u8] = &[];
     while ri < r.end {
         let nr = (r.end - ri).min(MAX_ROWS);
         let mut rows = [empty; MAX_ROWS];

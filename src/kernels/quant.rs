@@ -18,9 +18,11 @@
 //! (`tiles`: Q8_0, Q4_K, Q6_K), else of at most [`MAX_TOKENS`] (decode); with it on, the mean
 //! KL from transformers is at most llama.cpp's on every fixture of tests/gguf_models.rs.
 //! [`with_quant_activations`] overrides it on the calling thread (tests run both paths).
-//! Groups of two tokens or more take the tiles; a single token (a decode step, or an expert
-//! that one token chose) takes [`decode`]'s row kernels, which need fewer instructions per
-//! weight byte when nothing is shared between tokens. With AVX512_VNNI, [`vnni`]'s kernels
+//! Groups of two tokens or more take the tiles (Q4_K from [`lanes8`]'s threshold: eight
+//! rows in the lanes, every group size, so its groups never leave the int8 path on AVX2); a
+//! single token (a decode step, or an expert that one token chose) takes [`decode`]'s row
+//! kernels, which need fewer instructions per weight byte when nothing is shared between
+//! tokens. With AVX512_VNNI, [`vnni`]'s kernels
 //! (`vpdpbusd`) take the Q8_0, Q4_K and Q6_K groups of two tokens or more instead, of any
 //! size: 16 weight rows in the lanes from [`vnni::LANES_MIN_TOKENS`] tokens, tiles below;
 //! `ANATOMY_NO_VNNI=1` (or `ANATOMY_NO_AVX512=1`) turns them off (`policy`).
@@ -421,6 +423,7 @@ pub(crate) fn unpack_scale_min_k4(b: &[u8]) -> (u64, u64) {
 }
 
 pub mod decode;
+pub mod lanes8;
 pub mod tiles;
 pub mod vnni;
 
@@ -595,6 +598,19 @@ mod tests {
             // one alone: the decode kernel), or, `alone`, every token by itself.
             let want = |r: usize, t: usize, alone: bool| -> f32 {
                 let row = &bytes[r * rb..][..rb];
+                // Whole eights of rows in a task take the AVX2 lanes where the type has
+                // them (the tasks' row blocks are whole eights).
+                const { assert!(crate::kernels::ROW_BLOCK.is_multiple_of(lanes8::ROWS)) };
+                if !alone && lanes8::wins(ty, n) && r < rows / lanes8::ROWS * lanes8::ROWS {
+                    let r0 = r - r % lanes8::ROWS;
+                    let mut v = f32::NAN;
+                    lanes8::rows8(ty, &bytes[r0 * rb..], rb, &acts, 0..n, |tk, i, x| {
+                        if tk == t && r0 + i == r {
+                            v = x
+                        }
+                    });
+                    return v;
+                }
                 let first = if alone || t == n - 1 && n % 2 == 1 {
                     t
                 } else {

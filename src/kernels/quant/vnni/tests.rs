@@ -163,7 +163,8 @@ fn the_matmul_with_vnni_on_and_off_equals_the_reference() {
 }
 
 /// The token limit of the int8 path: LANES_MAX_TOKENS (every group) with the VNNI
-/// kernels on, the AVX2 tiles' limit with them off.
+/// kernels on, with them off the AVX2 tiles' limit (every group for the types with AVX2
+/// row lanes).
 #[test]
 fn the_int8_limit_follows_the_vnni_switch() {
     use super::super::{TILED_MAX_TOKENS, int8_max_tokens};
@@ -173,12 +174,23 @@ fn the_int8_limit_follows_the_vnni_switch() {
         return;
     }
     for ty in TYPES {
-        assert_eq!(with_vnni(false, || int8_max_tokens(ty)), TILED_MAX_TOKENS);
+        // Types with AVX2 row lanes keep the int8 path up to their largest lane group.
+        let lanes = crate::kernels::dispatch::kernels(ty).avx2_lanes;
+        let off = match lanes {
+            Some((_, to)) if crate::kernels::policy::cpu().avx2_fma() => to,
+            _ => TILED_MAX_TOKENS,
+        };
+        assert_eq!(
+            with_vnni(false, || int8_max_tokens(ty)),
+            off,
+            "{}",
+            ty.name()
+        );
         let on = with_vnni(true, || int8_max_tokens(ty));
         let want = if cpu_has_vnni() {
             LANES_MAX_TOKENS
         } else {
-            TILED_MAX_TOKENS
+            off
         };
         assert_eq!(on, want, "{}", ty.name());
     }
