@@ -35,7 +35,7 @@ fn main() {
     // (rows, cols, token counts): an expert's matrix around the switch, and an attention
     // projection at 512 tokens. Each shape is quantised once per type.
     let shapes: [(usize, usize, &[usize]); 2] = [
-        (768, 2048, &[2, 3, 4, 8, 12, 16, 32, 64]),
+        (768, 2048, &[2, 3, 4, 6, 8, 12, 16, 32, 64]),
         (4096, 2048, &[512]),
     ];
     println!(

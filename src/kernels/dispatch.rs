@@ -11,9 +11,12 @@ use crate::quant::GgmlType;
 /// Groups of at least this many tokens take the VNNI row lanes (16 rows a register).
 pub const LANES_MIN_TOKENS: usize = 4;
 
-/// Groups of at least this many tokens of a type with AVX2 row lanes take them (fewer:
-/// the int8 tiles).
-pub const AVX2_LANES_MIN_TOKENS: usize = 3;
+/// Groups of at least this many tokens of Q4_K and of Q6_K take the AVX2 row lanes
+/// (fewer: the int8 tiles): where `examples/matmul_gflops` on the AVX2-only CPU measured
+/// the lanes ahead of the tiles (Q6_K's unpacking costs more, three transposes and a
+/// gather of scales per 256 weights).
+pub const AVX2_LANES_MIN_TOKENS_Q4_K: usize = 3;
+pub const AVX2_LANES_MIN_TOKENS_Q6_K: usize = 6;
 
 /// Groups of at most this many token rows take the int8 path when it is on, for the
 /// types without register tiles (decode).
@@ -25,7 +28,7 @@ pub const INT8_MAX_TOKENS: usize = 4;
 /// the largest group at which the AVX2 int8 tiles of all three tiled types still kept up
 /// with the f32 tiles on the AVX2-only CPU measured (VNNI CPUs take the row lanes
 /// instead), by `examples/matmul_gflops` at 4–64 tokens (chapter 10's Reproducing page).
-/// Q4_K, which has AVX2 row lanes, keeps every group on the int8 path.
+/// Q4_K and Q6_K, which have AVX2 row lanes, keep every group on the int8 path.
 pub const INT8_TILED_MAX_TOKENS: usize = 8;
 
 /// With the VNNI kernels, groups take the int8 path up to this many token rows, that is,
@@ -118,7 +121,7 @@ pub const TABLE: [TypeKernels; 11] = [
     legacy(GgmlType::Q5_1),
     TypeKernels {
         avx2_int8_tiles: true,
-        avx2_lanes: Some((AVX2_LANES_MIN_TOKENS, usize::MAX)),
+        avx2_lanes: Some((AVX2_LANES_MIN_TOKENS_Q4_K, usize::MAX)),
         avx2_decode_rows: true,
         avx512_decode_rows: true,
         vnni_from_tokens: Some(LANES_MIN_TOKENS),
@@ -128,6 +131,7 @@ pub const TABLE: [TypeKernels; 11] = [
     row(GgmlType::Q5_K, Some(32)),
     TypeKernels {
         avx2_int8_tiles: true,
+        avx2_lanes: Some((AVX2_LANES_MIN_TOKENS_Q6_K, usize::MAX)),
         avx2_decode_rows: true,
         avx512_decode_rows: true,
         vnni_from_tokens: Some(2),

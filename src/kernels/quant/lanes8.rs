@@ -1,11 +1,13 @@
-//! Q4_K with eight weight rows in the lanes of a 256-bit register (chapter 10), the AVX2
-//! counterpart of the VNNI row lanes. Without `vpdpbusd`, each `vpmaddubsw` leaves pairs
+//! Q4_K and Q6_K with eight weight rows in the lanes of a 256-bit register (chapter 10), the
+//! AVX2 counterpart of the VNNI row lanes. Without `vpdpbusd`, each `vpmaddubsw` leaves pairs
 //! of products in i16 lanes, and the dot tiles pay a `vpmaddwd`, a horizontal sum and the
 //! f32 scaling for every 32 weights of every row and token. With the rows in the lanes, a
 //! block's sums land one to a lane, and its eight `vpmaddubsw` add up in i16 (a nibble
 //! times a byte, two to a lane, eight times: at most 8·2·15·127 = 30,480) before one
 //! `vpmaddwd`, so the widening and the scaling come once per block for eight rows and a
-//! token.
+//! token. Q6_K's 6-bit `q` (0–63) allow two `vpmaddubsw` a sum (2·2·63·127 = 32,004), whose
+//! `vpmaddwd` multiplies by the sub-block's scale in integers; its offset
+//! `32·Σ_s sc_s·Σx̂_s` is one more `vpmaddwd` of the two scales with the two 16-value sums.
 //!
 //! Q8_0 gains nothing this way on the CPU measured (AVX2 only): its signed weights go in as
 //! `|w|` against `x̂` with `w`'s sign, a pair of those reaches 2·128·127 = 32,512, so every
@@ -14,8 +16,8 @@
 //!
 //! The rows are not stored this way: each call unpacks its eight rows once into a
 //! per-thread buffer (register `k` of block `j` holding weights `4k..4k + 4` of every row;
-//! the steps `d·sc_s` and minima `dmin·m_s` as eight f32), and every token of the group
-//! then reads that buffer. The integer sum of each activation block is the reference's
+//! Q4_K's steps `d·sc_s` and minima `dmin·m_s` as eight f32, Q6_K's `d` and its scales as
+//! i16 pairs), and every token of the group then reads that buffer. The integer sum of each activation block is the reference's
 //! exactly; only the f32 scaling and additions come in another order, so tests pin the
 //! lanes to [`super::dot_row_reference`] within the bound of the tiles.
 
@@ -35,7 +37,7 @@ pub fn wins(ty: GgmlType, n: usize) -> bool {
             .is_some_and(|(from, to)| (from..=to).contains(&n))
 }
 
-/// `put(t, i, Σ_c w_i,c · x̂_c)` for the [`ROWS`] rows of `ty` (Q4_K) at `rows`
+/// `put(t, i, Σ_c w_i,c · x̂_c)` for the [`ROWS`] rows of `ty` (Q4_K or Q6_K) at `rows`
 /// (row `i` at `rows[i · row_bytes..][..row_bytes]`, whole blocks) and the token rows
 /// `tokens` of `acts` (in `ty`'s activation blocks, as long as a row), `t` counted from
 /// `tokens.start`.
@@ -53,6 +55,7 @@ pub fn rows8(
     );
     let (block_bytes, block_cols) = match ty {
         GgmlType::Q4_K => (Q4_K_BYTES, 256),
+        GgmlType::Q6_K => (Q6_K_BYTES, 256),
         _ => panic!("lanes8: no kernel for {}", ty.name()),
     };
     assert!(
@@ -63,6 +66,11 @@ pub fn rows8(
         row_bytes.is_multiple_of(block_bytes) && rows.len() >= ROWS * row_bytes,
         "lanes8: rows"
     );
+    // Q6_K's scales come by a gather of i32 byte offsets up to the last row.
+    assert!(
+        i32::try_from(ROWS * row_bytes).is_ok(),
+        "lanes8: rows too long for i32 offsets"
+    );
     let cols = row_bytes / block_bytes * block_cols;
     for t in tokens.clone() {
         let x = acts.row(t);
@@ -72,17 +80,19 @@ pub fn rows8(
         );
     }
     #[cfg(target_arch = "x86_64")]
-    x86::rows8(&rows[..ROWS * row_bytes], row_bytes, acts, tokens, put);
+    x86::rows8(ty, &rows[..ROWS * row_bytes], row_bytes, acts, tokens, put);
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (put, tokens);
 }
 
 const Q4_K_BYTES: usize = 144;
+const Q6_K_BYTES: usize = 210;
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::super::ActRow;
-    use super::{Q4_K_BYTES, QuantizedRows, ROWS};
+    use super::{Q4_K_BYTES, Q6_K_BYTES, QuantizedRows, ROWS};
+    use crate::quant::GgmlType;
     use crate::quant::k_blocks::scale_min_k4;
     use std::arch::x86_64::*;
     use std::cell::RefCell;
@@ -91,13 +101,16 @@ mod x86 {
     /// Tokens a register tile keeps.
     const TILE_TOKENS: usize = 4;
 
-    /// Eight rows unpacked, per 32-column block `j`: the nibbles in `q[8j..8j + 8]`, the
-    /// steps `d·sc_s` and minima `dmin·m_s` in `step[j]`, `min[j]`.
+    /// Eight rows unpacked, per 32-column block `j`: the weights in `q[8j..8j + 8]`; Q4_K's
+    /// steps `d·sc_s` and minima `dmin·m_s` in `step[j]`, `min[j]`; Q6_K's `d` in `step[j]`
+    /// and in `scales[3j..3j + 3]` each row's i16 pairs (sc₀, sc₀), (sc₁, sc₁), (sc₀, sc₁)
+    /// of the block's two sub-blocks.
     #[derive(Default)]
     struct Unpacked {
         q: Vec<__m256i>,
         step: Vec<[f32; ROWS]>,
         min: Vec<[f32; ROWS]>,
+        scales: Vec<__m256i>,
     }
 
     thread_local! {
@@ -105,26 +118,38 @@ mod x86 {
     }
 
     pub fn rows8(
+        ty: GgmlType,
         rows: &[u8],
         row_bytes: usize,
         acts: &QuantizedRows,
         tokens: Range<usize>,
         mut put: impl FnMut(usize, usize, f32),
     ) {
+        let q4_k = ty == GgmlType::Q4_K;
         UNPACKED.with_borrow_mut(|u| {
             // SAFETY (both blocks): the caller checked AVX2, FMA and F16C, and that the
             // tokens' rows are as long as the unpacked rows.
-            unsafe { unpack_q4_k(rows, row_bytes, u) };
+            unsafe {
+                if q4_k {
+                    unpack_q4_k(rows, row_bytes, u)
+                } else {
+                    unpack_q6_k(rows, row_bytes, u)
+                }
+            };
             let mut t0 = tokens.start;
             while t0 < tokens.end {
                 let nt = (tokens.end - t0).min(TILE_TOKENS);
                 let mut out = [[0.0f32; ROWS]; TILE_TOKENS];
                 unsafe {
-                    match nt {
-                        1 => tile_q4_k::<1>(u, acts, t0, &mut out),
-                        2 => tile_q4_k::<2>(u, acts, t0, &mut out),
-                        3 => tile_q4_k::<3>(u, acts, t0, &mut out),
-                        _ => tile_q4_k::<4>(u, acts, t0, &mut out),
+                    match (q4_k, nt) {
+                        (true, 1) => tile_q4_k::<1>(u, acts, t0, &mut out),
+                        (true, 2) => tile_q4_k::<2>(u, acts, t0, &mut out),
+                        (true, 3) => tile_q4_k::<3>(u, acts, t0, &mut out),
+                        (true, _) => tile_q4_k::<4>(u, acts, t0, &mut out),
+                        (false, 1) => tile_q6_k::<1>(u, acts, t0, &mut out),
+                        (false, 2) => tile_q6_k::<2>(u, acts, t0, &mut out),
+                        (false, 3) => tile_q6_k::<3>(u, acts, t0, &mut out),
+                        (false, _) => tile_q6_k::<4>(u, acts, t0, &mut out),
                     }
                 }
                 for (t, o) in out.iter().enumerate().take(nt) {
@@ -209,6 +234,69 @@ mod x86 {
         }
     }
 
+    /// Fills `u` with eight Q6_K rows: per 128-column half `n` of a super-block, its four
+    /// 32-column groups `g` (one activation block each) from the low or high nibbles of
+    /// `ql` and bit pair `g` of `qh` (the reference's layout), with `d` and the scales.
+    #[target_feature(enable = "avx2")]
+    fn unpack_q6_k(rows: &[u8], row_bytes: usize, u: &mut Unpacked) {
+        u.q.clear();
+        u.step.clear();
+        u.scales.clear();
+        let (m4, m2) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x30));
+        for b in 0..row_bytes / Q6_K_BYTES {
+            let base = Q6_K_BYTES * b;
+            let blk = |r: usize| &rows[r * row_bytes + base..][..Q6_K_BYTES];
+            let d: [f32; ROWS] = std::array::from_fn(|r| f16_at(&blk(r)[208..]));
+            // Lane r: row r's scales s and s + 1 as the i16 pairs (s, s), (s + 1, s + 1),
+            // (s, s + 1), from one gather of the dword at scale s.
+            let pairs = |s: usize| {
+                assert!(
+                    7 * row_bytes + base + 192 + s + 4 <= rows.len(),
+                    "lanes8: scales"
+                );
+                let offs = _mm256_mullo_epi32(
+                    _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                    _mm256_set1_epi32(row_bytes as i32),
+                );
+                // SAFETY: lane r reads the 4 bytes at `rows + r·row_bytes + base + 192 + s`,
+                // inside `rows` (asserted above; `rows8` checked that 8 rows' offsets fit
+                // an i32).
+                let v = unsafe {
+                    let at = rows.as_ptr().add(base + 192 + s) as *const i32;
+                    _mm256_i32gather_epi32::<1>(at, offs)
+                };
+                let s0 = _mm256_srai_epi32::<24>(_mm256_slli_epi32::<24>(v));
+                let s1 = _mm256_srai_epi32::<24>(_mm256_slli_epi32::<16>(v));
+                let pair = |lo: __m256i, hi: __m256i| {
+                    let lo = _mm256_and_si256(lo, _mm256_set1_epi32(0xffff));
+                    _mm256_or_si256(lo, _mm256_slli_epi32::<16>(hi))
+                };
+                [pair(s0, s0), pair(s1, s1), pair(s0, s1)]
+            };
+            for n in 0..2 {
+                let ql0 = transpose8(rows, row_bytes, base + 64 * n);
+                let ql1 = transpose8(rows, row_bytes, base + 64 * n + 32);
+                let qh = transpose8(rows, row_bytes, base + 128 + 32 * n);
+                for g in 0..4 {
+                    u.q.extend((0..8).map(|k| {
+                        let (low, high) = match g {
+                            0 => (_mm256_and_si256(ql0[k], m4), _mm256_slli_epi16::<4>(qh[k])),
+                            1 => (_mm256_and_si256(ql1[k], m4), _mm256_slli_epi16::<2>(qh[k])),
+                            2 => (_mm256_and_si256(_mm256_srli_epi16::<4>(ql0[k]), m4), qh[k]),
+                            _ => (
+                                _mm256_and_si256(_mm256_srli_epi16::<4>(ql1[k]), m4),
+                                _mm256_srli_epi16::<2>(qh[k]),
+                            ),
+                        };
+                        _mm256_or_si256(low, _mm256_and_si256(high, m2))
+                    }));
+                    u.scales.extend(pairs(8 * n + 2 * g));
+                    u.step.push(d);
+                }
+            }
+        }
+    }
+
     /// The tokens `t0..t0 + T` of `acts`, without `array::from_fn` (whose closure would not
     /// inline into the kernels).
     #[inline(always)]
@@ -282,6 +370,47 @@ mod x86 {
         }
         store(&acc, out);
     }
+
+    /// Eight Q6_K rows' dots with tokens `t0..t0 + T` into `out[t]`: per block `j` and
+    /// token, `d·dx_j · Σ_s sc_s·(Σ q·x̂ − 32·Σx̂)` over its two sub-blocks, in integers up
+    /// to the last product, as the reference.
+    #[target_feature(enable = "avx2,fma")]
+    fn tile_q6_k<const T: usize>(
+        u: &Unpacked,
+        acts: &QuantizedRows,
+        t0: usize,
+        out: &mut [[f32; ROWS]; TILE_TOKENS],
+    ) {
+        let xs: [ActRow; T] = token_rows(acts, t0);
+        let mut acc = [_mm256_setzero_ps(); T];
+        for (j, w) in u.q.chunks_exact(8).enumerate() {
+            let mut xq: [&[i8]; T] = [&[]; T];
+            for t in 0..T {
+                xq[t] = &xs[t].qs[32 * j..][..32];
+            }
+            let sc = &u.scales[3 * j..][..3];
+            let mut isum = [_mm256_setzero_si256(); T];
+            for k in (0..8).step_by(2) {
+                let (w0, w1) = (w[k], w[k + 1]);
+                for t in 0..T {
+                    let p0 = _mm256_maddubs_epi16(w0, broadcast4(xq[t], k));
+                    let p1 = _mm256_maddubs_epi16(w1, broadcast4(xq[t], k + 1));
+                    let p = _mm256_madd_epi16(_mm256_add_epi16(p0, p1), sc[k / 4]);
+                    isum[t] = _mm256_add_epi32(isum[t], p);
+                }
+            }
+            let d = load8(&u.step[j]);
+            for t in 0..T {
+                let (s0, s1) = (xs[t].sums[2 * j], xs[t].sums[2 * j + 1]);
+                let pair = (s0 as u16 as i32) | ((s1 as i32) << 16);
+                let off = _mm256_madd_epi16(sc[2], _mm256_set1_epi32(pair));
+                let v = _mm256_sub_epi32(isum[t], _mm256_slli_epi32::<5>(off));
+                let step = _mm256_mul_ps(d, _mm256_set1_ps(xs[t].d[j]));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), step, acc[t]);
+            }
+        }
+        store(&acc, out);
+    }
 }
 
 #[cfg(test)]
@@ -295,9 +424,9 @@ mod tests {
         m.iter().map(|v| scale * v).collect()
     }
 
-    /// Eight Q4_K rows against 1..=9 tokens (every tile width, and one of each after two
-    /// full tiles) equal the reference row dots within the tiles' re-association bound
-    /// `4·(cols/32)·ε·Σ|w·x̂|`, at one, three and eight super-blocks a row.
+    /// Eight Q4_K or Q6_K rows against 1..=9 tokens (every tile width, and one of each
+    /// after two full tiles) equal the reference row dots within the tiles' re-association
+    /// bound `4·(cols/32)·ε·Σ|w·x̂|`, at one, three and eight super-blocks a row.
     #[test]
     fn lanes_equal_the_reference_dots() {
         if !crate::kernels::policy::cpu().avx2_fma() {
@@ -308,6 +437,9 @@ mod tests {
             (GgmlType::Q4_K, 256usize),
             (GgmlType::Q4_K, 768),
             (GgmlType::Q4_K, 2048),
+            (GgmlType::Q6_K, 256),
+            (GgmlType::Q6_K, 768),
+            (GgmlType::Q6_K, 2048),
         ];
         for (k, (ty, cols)) in cases.into_iter().enumerate() {
             let n = 9;
