@@ -28,6 +28,14 @@ use std::ops::Range;
 /// Weight rows per pass.
 pub const ROWS: usize = 8;
 
+// The i16 sums the kernels rely on, from the weights' and activations' largest magnitudes:
+// a `vpmaddubsw` lane holds two products, Q4_K sums eight lanes, Q6_K two, Q8_0 (|w| ≤ 128)
+// could not sum even two.
+const X_MAX: i32 = 127;
+const _: () = assert!(8 * 2 * 15 * X_MAX <= i16::MAX as i32);
+const _: () = assert!(2 * 2 * 63 * X_MAX <= i16::MAX as i32);
+const _: () = assert!(2 * 2 * 128 * X_MAX > i16::MAX as i32);
+
 /// Whether a group of `n` tokens of `ty` takes the lanes on this CPU.
 pub fn wins(ty: GgmlType, n: usize) -> bool {
     let k = crate::kernels::dispatch::kernels(ty);
