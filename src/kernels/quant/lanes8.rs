@@ -17,9 +17,10 @@
 //! The rows are not stored this way: each call unpacks its eight rows once into a
 //! per-thread buffer (register `k` of block `j` holding weights `4k..4k + 4` of every row;
 //! Q4_K's steps `d·sc_s` and minima `dmin·m_s` as eight f32, Q6_K's `d` and its scales as
-//! i16 pairs), and every token of the group then reads that buffer. The integer sum of each activation block is the reference's
-//! exactly; only the f32 scaling and additions come in another order, so tests pin the
-//! lanes to [`super::dot_row_reference`] within the bound of the tiles.
+//! i16 pairs), and every token of the group then reads that buffer. The integer sum of
+//! each activation block is the reference's exactly; only the f32 scaling and additions
+//! come in another order, so tests pin the lanes to [`super::dot_row_reference`] within
+//! the bound of the tiles.
 
 use super::{QuantizedRows, activation_block};
 use crate::quant::GgmlType;
