@@ -317,6 +317,17 @@ mod x86 {
         xs
     }
 
+    /// Each token's 32 quantised values of activation block `j` (a plain loop, for the
+    /// reason `token_rows` gives).
+    #[inline(always)]
+    fn block_slices<'a, const T: usize>(xs: &[ActRow<'a>; T], j: usize) -> [&'a [i8]; T] {
+        let mut xq: [&[i8]; T] = [&[]; T];
+        for t in 0..T {
+            xq[t] = &xs[t].qs[32 * j..][..32];
+        }
+        xq
+    }
+
     /// The four activation bytes `x[4k..4k + 4]`, in every dword.
     #[inline(always)]
     fn broadcast4(x: &[i8], k: usize) -> __m256i {
@@ -358,10 +369,7 @@ mod x86 {
         let ones = _mm256_set1_epi16(1);
         let mut acc = [_mm256_setzero_ps(); T];
         for (j, w) in u.q.chunks_exact(8).enumerate() {
-            let mut xq: [&[i8]; T] = [&[]; T];
-            for t in 0..T {
-                xq[t] = &xs[t].qs[32 * j..][..32];
-            }
+            let xq = block_slices(&xs, j);
             let mut s16 = [_mm256_setzero_si256(); T];
             for (k, &wk) in w.iter().enumerate() {
                 for t in 0..T {
@@ -393,10 +401,7 @@ mod x86 {
         let xs: [ActRow; T] = token_rows(acts, t0);
         let mut acc = [_mm256_setzero_ps(); T];
         for (j, w) in u.q.chunks_exact(8).enumerate() {
-            let mut xq: [&[i8]; T] = [&[]; T];
-            for t in 0..T {
-                xq[t] = &xs[t].qs[32 * j..][..32];
-            }
+            let xq = block_slices(&xs, j);
             let sc = &u.scales[3 * j..][..3];
             let mut isum = [_mm256_setzero_si256(); T];
             for k in (0..8).step_by(2) {
