@@ -7,14 +7,15 @@
 //! - Q8_0 and the legacy types walk four rows at once, each from its own quarter of the
 //!   task's rows (`by_streams`): the activation loads serve four rows, and each stream
 //!   runs on through consecutive rows.
-//! - Q4_K and Q6_K walk one row at a time, keeping every vector in a register, and split
-//!   each 256-weight block's float sum over two accumulators so the FMA latency does not
-//!   serialise it. Their two- and four-row versions ran 8 % and 18 % slower
-//!   (`examples/matvec_rates.rs`).
+//! - Q4_K and Q6_K walk one row at a time. Each 256-weight block's eight integer sums are
+//!   gathered into the eight lanes of one register by horizontal adds, so the block pays
+//!   one conversion and one or two FMAs instead of eight, and the lanes are added once per
+//!   row. (Their two- and four-row versions ran 8 % and 18 % slower, `examples/matvec_rates.rs`.)
 //!
 //! The integer sum of each activation block equals the reference's exactly; only the f32
-//! additions come in another order, so tests pin each kernel to
-//! [`super::dot_row_reference`] within `4·(blocks)·ε·Σ|terms|`, as the tiles are.
+//! additions come in another order (and Q6_K's block sums, which can pass 2^24, round once
+//! on conversion), so tests pin each kernel to [`super::dot_row_reference`] within
+//! `4·(blocks)·ε·Σ|terms|`, as the tiles are.
 
 use super::ActRow;
 use crate::quant::GgmlType;
@@ -122,8 +123,7 @@ pub fn has_wide_decode() -> bool {
 mod avx2 {
     //! Integer bounds as in `tiles`: `vpmaddubsw` pairs of an unsigned weight value
     //! q ≤ 63 by |x̂| ≤ 127 are at most 16002 < 2^15 (Q8_0's sign trick, |w| ≤ 128 by x̂
-    //! with w's sign, at most 32512); `vpmaddwd` by a scale ≤ 128 stays below 2^23 per lane,
-    //! so every i32 converts to f32 exactly.
+    //! with w's sign, at most 32512); `vpmaddwd` by a scale ≤ 128 stays below 2^23 per lane.
     use super::ActRow;
     use crate::quant::GgmlType;
     use std::arch::x86_64::*;
@@ -354,17 +354,16 @@ mod avx2 {
         std::array::from_fn(|k| hsum(acc[k]))
     }
 
-    /// Q4_K: per 32-weight sub-block `s` (activation block `j`), `(sc_s·dx_j)·Σ q·x̂q`
-    /// summed over the 256-weight block, times `d`; minus `dmin·Σ_s m_s·dx_j·Σx̂q`, one
-    /// 8-lane product with the token's `dsums`. The eight `sc_s·dx_j` are one 8-lane
-    /// product per block, read back one by one as broadcasts (loads, not shuffles).
+    /// Q4_K: lane `s` of the row's accumulator collects sub-block `s` of every 256-weight
+    /// block: `(d·sc_s·dx_s)·Σ q·x̂` minus `(dmin·m_s)·(dx_s·Σx̂)`, the second factor being
+    /// the token's `dsums`. Each sub-block's integer sum reaches its lane through three
+    /// rounds of `vphaddw` (see [`sub_block_sums`]), so a block costs one conversion and
+    /// two FMAs however many sub-blocks it has, and the lanes are added once per row.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     fn q4_k(row: &[u8], x: ActRow) -> f32 {
         let m4 = _mm256_set1_epi8(0x0f);
-        let ones = _mm256_set1_epi16(1);
-        let mut acc = _mm256_setzero_ps();
-        let mut scdx = [0.0f32; 8];
+        let (mut acc, mut acc_min) = (_mm256_setzero_ps(), _mm256_setzero_ps());
         let blocks = row.as_chunks::<144>().0.iter();
         let xs = x.qs.as_chunks::<256>().0.iter();
         let steps =
@@ -376,39 +375,53 @@ mod avx2 {
             prefetch(blk.as_ptr(), 144);
             let (scales, mins) = super::super::unpack_scale_min_k4(&blk[4..16]);
             let sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(scales as i64)));
-            let dx = loadf8(dx);
-            // SAFETY: `scdx` is eight f32 (the unaligned store writes exactly those).
-            unsafe { _mm256_storeu_ps(scdx.as_mut_ptr(), _mm256_mul_ps(sc, dx)) };
             let m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(mins as i64)));
-            let mins = _mm256_mul_ps(m, f16_splat(&blk[2..]));
-            acc = _mm256_fnmadd_ps(mins, loadf8(dsums), acc);
-            let (mut even, mut odd) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+            let mut p = [_mm256_setzero_si256(); 8];
             for c in 0..4 {
                 let q = load32(&blk[16 + 32 * c..]);
                 let lo = _mm256_and_si256(q, m4);
                 let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                let s = 2 * c;
-                // Pairs of q·x: at most 2·15·127 = 3810, well inside i16.
-                let p = _mm256_maddubs_epi16(lo, load32(&xq[32 * s..]));
-                let v = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-                even = _mm256_fmadd_ps(v, _mm256_set1_ps(scdx[s]), even);
-                let p = _mm256_maddubs_epi16(hi, load32(&xq[32 * s + 32..]));
-                let v = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-                odd = _mm256_fmadd_ps(v, _mm256_set1_ps(scdx[s + 1]), odd);
+                // Pairs of q·x: at most 2·15·127 = 3810.
+                p[2 * c] = _mm256_maddubs_epi16(lo, load32(&xq[64 * c..]));
+                p[2 * c + 1] = _mm256_maddubs_epi16(hi, load32(&xq[64 * c + 32..]));
             }
-            acc = _mm256_fmadd_ps(_mm256_add_ps(even, odd), f16_splat(blk), acc);
+            let step = _mm256_mul_ps(_mm256_mul_ps(sc, loadf8(dx)), f16_splat(blk));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sub_block_sums(p)), step, acc);
+            let min = _mm256_mul_ps(m, f16_splat(&blk[2..]));
+            acc_min = _mm256_fmadd_ps(min, loadf8(dsums), acc_min);
         }
-        hsum(acc)
+        hsum(_mm256_sub_ps(acc, acc_min))
     }
 
-    /// Q6_K (as the tiles): per activation block `j` (16-weight sub-blocks `2j`, `2j + 1`),
-    /// `d·dx_j·(Σ_s sc_s·Σ q·x̂q − 32·Σ_s sc_s·Σx̂q)`; the second sum for the 8 blocks of
-    /// 256 weights at once, `vpmaddwd` of the 16 scales by the 16 per-16 sums.
+    /// Lane `s` of the result: the sum of the sixteen i16 of `p[s]`. Three rounds of
+    /// `vphaddw` leave, in each 128-bit half, one sum per `s` of that half's eight values;
+    /// the halves are widened and added. Each i16 stays below 2^15 when the values are
+    /// `vpmaddubsw` pairs of a 4-bit weight by an int8, as `BOUND_Q4` checks.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn sub_block_sums(p: [__m256i; 8]) -> __m256i {
+        const BOUND_Q4: i32 = 8 * 2 * 15 * 127;
+        const _: () = assert!(BOUND_Q4 <= i16::MAX as i32);
+        let a = _mm256_hadd_epi16(p[0], p[1]);
+        let b = _mm256_hadd_epi16(p[2], p[3]);
+        let c = _mm256_hadd_epi16(p[4], p[5]);
+        let d = _mm256_hadd_epi16(p[6], p[7]);
+        let e = _mm256_hadd_epi16(_mm256_hadd_epi16(a, b), _mm256_hadd_epi16(c, d));
+        _mm256_add_epi32(
+            _mm256_cvtepi16_epi32(_mm256_castsi256_si128(e)),
+            _mm256_cvtepi16_epi32(_mm256_extracti128_si256::<1>(e)),
+        )
+    }
+
+    /// Q6_K: lane `j` of the row's accumulator collects activation block `j` (sub-blocks
+    /// `2j`, `2j + 1`) of every 256-weight block: `d·dx_j·(Σ_s sc_s·Σ q·x̂ − 32·Σ_s sc_s·Σx̂)`.
+    /// The sixteen sub-block sums come from one round of `vpmaddwd` and two of `vphaddd`
+    /// ([`sub_block_sums_q6`]), are multiplied by their scales in integers and paired into
+    /// the block's lanes, so the block costs one conversion and one FMA.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     fn q6_k(row: &[u8], x: ActRow) -> f32 {
         let (m4, m2) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x30));
-        let pair = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
         let mut acc = _mm256_setzero_ps();
         let blocks = row.as_chunks::<210>().0.iter();
         let xs = x.qs.as_chunks::<256>().0.iter();
@@ -420,11 +433,7 @@ mod avx2 {
         for ((blk, xq), (dx, sums)) in blocks.zip(xs).zip(steps) {
             prefetch(blk.as_ptr(), 210);
             let raw = load16(&blk[192..208]);
-            // Lane j: sc_2j·Σx̂q(2j) + sc_2j+1·Σx̂q(2j+1), at most 2·128·2032.
-            let sums = load32(sums);
-            let off = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_cvtepi8_epi16(raw), sums));
-            let mut even = _mm256_mul_ps(_mm256_mul_ps(off, loadf8(dx)), _mm256_set1_ps(-32.0));
-            let mut odd = _mm256_setzero_ps();
+            let mut p = [_mm256_setzero_si256(); 8];
             for h in 0..2 {
                 let l0 = load32(&blk[64 * h..]);
                 let l1 = load32(&blk[64 * h + 32..]);
@@ -449,23 +458,42 @@ mod avx2 {
                     ),
                 ];
                 for (k, &qk) in q.iter().enumerate() {
-                    let j8 = 4 * h + k;
-                    // [sc_2j8 ×8, sc_2j8+1 ×8] as i16: one byte shuffle, then widened.
-                    let pick = _mm_add_epi8(pair, _mm_set1_epi8(2 * j8 as i8));
-                    let sc = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(raw, pick));
-                    let p = _mm256_maddubs_epi16(qk, load32(&xq[32 * j8..]));
-                    let v = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, sc));
-                    let dxj = _mm256_set1_ps(dx[j8]);
-                    if k % 2 == 0 {
-                        even = _mm256_fmadd_ps(v, dxj, even);
-                    } else {
-                        odd = _mm256_fmadd_ps(v, dxj, odd);
-                    }
+                    let j = 4 * h + k;
+                    // Pairs of q·x: at most 2·63·127 = 16002.
+                    p[j] = _mm256_maddubs_epi16(qk, load32(&xq[32 * j..]));
                 }
             }
-            acc = _mm256_fmadd_ps(_mm256_add_ps(even, odd), f16_splat(&blk[208..]), acc);
+            let scaled = sub_block_sums_q6(p, raw);
+            // Lane j: sc_2j·Σx̂(2j) + sc_2j+1·Σx̂(2j+1), at most 2·128·2032.
+            let off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(raw), load32(sums));
+            let v = _mm256_sub_epi32(scaled, _mm256_slli_epi32::<5>(off));
+            let step = _mm256_mul_ps(loadf8(dx), f16_splat(&blk[208..]));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), step, acc);
         }
         hsum(acc)
+    }
+
+    /// Lane `j`: `sc_2j·Σ p[j][..8] + sc_2j+1·Σ p[j][8..]`, the scaled sums of the two
+    /// 16-weight sub-blocks whose `vpmaddubsw` pairs `p[j]` holds, with the sixteen i8
+    /// scales `raw`. After `vpmaddwd` by ones and two rounds of `vphaddd`, `lo` holds the
+    /// even sub-blocks of `j < 4` in its low half and their odd ones in its high half (`hi`
+    /// the same for `j ≥ 4`), so the scales are shuffled into that order.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    fn sub_block_sums_q6(p: [__m256i; 8], raw: __m128i) -> __m256i {
+        let ones = _mm256_set1_epi16(1);
+        let e: [__m256i; 8] = [0, 1, 2, 3, 4, 5, 6, 7].map(|j| _mm256_madd_epi16(p[j], ones));
+        let lo = _mm256_hadd_epi32(_mm256_hadd_epi32(e[0], e[1]), _mm256_hadd_epi32(e[2], e[3]));
+        let hi = _mm256_hadd_epi32(_mm256_hadd_epi32(e[4], e[5]), _mm256_hadd_epi32(e[6], e[7]));
+        let order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+        let sc = _mm_shuffle_epi8(raw, order);
+        // A sub-block's sum is at most 16·63·127 = 128016; times |sc| ≤ 128, below 2^24.
+        let lo = _mm256_mullo_epi32(lo, _mm256_cvtepi8_epi32(sc));
+        let hi = _mm256_mullo_epi32(hi, _mm256_cvtepi8_epi32(_mm_srli_si128::<8>(sc)));
+        _mm256_add_epi32(
+            _mm256_permute2x128_si256::<0x20>(lo, hi),
+            _mm256_permute2x128_si256::<0x31>(lo, hi),
+        )
     }
 }
 
@@ -606,6 +634,45 @@ mod tests {
                     wide
                 ));
                 assert!(got[0].is_nan(), "{} wide {wide}", ty.name());
+            }
+        }
+    }
+
+    /// Blocks at the integer bounds: every Q4_K nibble 15 and every Q6_K value 63 at the
+    /// largest scales, against activations that all quantise to 127 (the sums a 16-bit
+    /// lane or a wrapped add would get wrong), and with alternating signs.
+    #[test]
+    fn blocks_at_the_integer_bounds_equal_the_reference() {
+        let one = half::f16::from_f32(1.0).to_le_bytes();
+        let mut q4_k = [0xffu8; 144];
+        q4_k[..2].copy_from_slice(&one);
+        q4_k[2..4].copy_from_slice(&half::f16::from_f32(0.5).to_le_bytes());
+        let mut q6_k = [0xffu8; 210];
+        q6_k[192..208].fill(0x80); // every scale −128
+        q6_k[208..].copy_from_slice(&one);
+        for (ty, block) in [(GgmlType::Q4_K, &q4_k[..]), (GgmlType::Q6_K, &q6_k[..])] {
+            if !has_decode(ty) {
+                continue;
+            }
+            let row = block.repeat(4);
+            for sign in [1.0f32, -1.0] {
+                let x: Vec<f32> = (0..1024)
+                    .map(|i| if i % 3 == 0 { sign } else { 1.0 })
+                    .collect();
+                let mut acts = QuantizedRows::default();
+                acts.quantize(&x, 1024, activation_block(ty).unwrap());
+                for wide in widths(ty) {
+                    let mut got = [0.0f32];
+                    assert!(dot_rows(ty, &row, row.len(), acts.row(0), &mut got, wide));
+                    let want = dot_row_reference(ty, &row, acts.row(0));
+                    let tol = 1e-6 * want.abs().max(1.0);
+                    assert!(
+                        (got[0] - want).abs() <= tol,
+                        "{} wide {wide} sign {sign}: {} vs {want}",
+                        ty.name(),
+                        got[0]
+                    );
+                }
             }
         }
     }
