@@ -105,9 +105,10 @@ pub fn attend_reference(
 // ANCHOR_END: attend
 
 /// [`attend_reference`] with AVX-512 FMAs when the CPU has them and `d` is a multiple of
-/// 16: each key row is read once for all the heads of the group, the scores of all heads
-/// are kept (`scores` is `[heads, span]`), and each head's weighted values are summed 128
-/// columns at a time in registers. Otherwise the reference runs.
+/// 16 (with AVX2 FMAs when it has those and `d` is a multiple of 8): each key row is read
+/// once for all the heads of the group, the scores of all heads are kept (`scores` is
+/// `[heads, span]`), and each head's weighted values are summed 128 (AVX2: 64) columns at
+/// a time in registers. Otherwise the reference runs.
 pub fn attend(
     q: &[f32],
     d: usize,
@@ -177,12 +178,13 @@ mod tests {
         assert!(Mask::None.span(5).contains(&1_000_000));
     }
 
-    /// The fast attention equals the reference for grouped heads, a sliding span and a
-    /// head dimension the AVX-512 path takes (128) and one it does not (24).
+    /// The fast attention equals the reference for grouped heads, a sliding span and head
+    /// dimensions the AVX-512 path takes (128, 32), one only the AVX2 path takes (24) and
+    /// one neither does (20).
     #[test]
     fn attend_equals_reference() {
         let val = |s: usize| ((s * 7919 % 1009) as f32 - 504.0) / 300.0;
-        for (d, heads, kv_heads) in [(128, 4, 2), (24, 2, 3), (32, 1, 1)] {
+        for (d, heads, kv_heads) in [(128, 4, 2), (24, 2, 3), (32, 1, 1), (20, 2, 1)] {
             let (stride, positions) = (kv_heads * d, 37);
             let keys: Vec<f32> = (0..positions * stride).map(|s| val(s + 3)).collect();
             let values: Vec<f32> = (0..positions * stride).map(|s| val(s * 5 + 1)).collect();

@@ -1,7 +1,8 @@
 //! The AVX-512 attention kernels of `x86.rs`: one query position against a KV cache
-//! (`attention.rs`'s `attend`) and the register tiles of a block of positions
-//! (`attention_block.rs`). Each entry point declines when the CPU lacks AVX-512, so the
-//! caller's portable code runs; the callers' tests pin both paths to `attend_reference`.
+//! (`attention.rs`'s `attend`, which also has an AVX2 form) and the register tiles of a
+//! block of positions (`attention_block.rs`). Each entry point declines when the CPU lacks
+//! what its kernels need, so the caller's portable code runs; the callers' tests pin every
+//! path to `attend_reference`.
 
 use super::super::{KvHead, softmax_in_place};
 use super::use_avx512;
@@ -9,7 +10,8 @@ use std::arch::x86_64::*;
 use std::ops::Range;
 
 /// [`attend_avx512`] when the CPU has AVX-512 (and `ANATOMY_NO_AVX512` is unset) and `d`
-/// is a multiple of 16; returns false, having done nothing, otherwise.
+/// is a multiple of 16, else [`attend_avx2`] when it has AVX2 and FMA and `d` is a
+/// multiple of 8; returns false, having done nothing, otherwise.
 ///
 /// # Safety
 /// `q.len() == out.len()` is a multiple of `d`, and rows `span` of `kv` lie inside
@@ -23,15 +25,95 @@ pub(in crate::kernels) unsafe fn attend(
     scores: &mut Vec<f32>,
     out: &mut [f32],
 ) -> bool {
-    if !(d.is_multiple_of(16) && use_avx512()) {
+    let avx512 = d.is_multiple_of(16) && use_avx512();
+    let avx2 = d.is_multiple_of(8) && crate::kernels::policy::cpu().avx2_fma();
+    if !(avx512 || avx2) {
         return false;
     }
     scores.resize(q.len() / d * span.len(), 0.0);
-    // SAFETY: AVX-512F is available (`use_avx512`), `d` is a multiple of 16, `scores` was
-    // just sized to heads · span, and the caller keeps every row the kernel reads inside
-    // `keys` and `values`.
-    unsafe { attend_avx512(q, d, kv, span, scale, scores, out) };
+    // SAFETY: the kernel's CPU features were checked just above (AVX-512F by `use_avx512`,
+    // else AVX2 and FMA), `d` is a multiple of its width, `scores` was just sized to
+    // heads · span, and the caller keeps every row the kernel reads inside `keys` and
+    // `values`.
+    unsafe {
+        if avx512 {
+            attend_avx512(q, d, kv, span, scale, scores, out)
+        } else {
+            attend_avx2(q, d, kv, span, scale, scores, out)
+        }
+    };
     true
+}
+
+/// [`attend_avx512`] with 8-lane registers, for CPUs without AVX-512: the same order of
+/// work (each key row read once for the whole group of heads, values summed 64 columns at
+/// a time in eight registers, positions in order).
+///
+/// # Safety
+/// AVX2 and FMA must be available, `d % 8 == 0`, `scores.len() == heads · span.len()`,
+/// and rows `span` of `kv` must lie inside `kv.keys` and `kv.values`.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn attend_avx2(
+    q: &[f32],
+    d: usize,
+    kv: KvHead,
+    span: Range<usize>,
+    scale: f32,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    let len = span.len();
+    let (kp, vp) = (kv.keys.as_ptr(), kv.values.as_ptr());
+    for (jj, j) in span.clone().enumerate() {
+        // SAFETY: row j lies inside `keys` (the caller's contract).
+        let k = unsafe { kp.add(j * kv.stride + kv.offset) };
+        for (h, qh) in q.chunks_exact(d).enumerate() {
+            let mut acc = [_mm256_setzero_ps(); 2];
+            for c in (0..d).step_by(8) {
+                // SAFETY: c + 8 ≤ d, inside row j of keys and head h of q.
+                let (k8, q8) = unsafe {
+                    (
+                        _mm256_loadu_ps(k.add(c)),
+                        _mm256_loadu_ps(qh.as_ptr().add(c)),
+                    )
+                };
+                let a = &mut acc[(c / 8) % 2];
+                *a = _mm256_fmadd_ps(k8, q8, *a);
+            }
+            scores[h * len + jj] = hsum8(_mm256_add_ps(acc[0], acc[1])) * scale;
+        }
+    }
+    for s in scores.chunks_exact_mut(len.max(1)) {
+        softmax_in_place(s);
+    }
+    for (h, o) in out.chunks_exact_mut(d).enumerate() {
+        let p = &scores[h * len..(h + 1) * len];
+        for c0 in (0..d).step_by(64) {
+            let nv = ((d - c0) / 8).min(8);
+            let mut acc = [_mm256_setzero_ps(); 8];
+            for (jj, j) in span.clone().enumerate() {
+                let pj = _mm256_set1_ps(p[jj]);
+                // SAFETY: row j lies inside `values` (the caller's contract).
+                let v = unsafe { vp.add(j * kv.stride + kv.offset + c0) };
+                for (u, a) in acc.iter_mut().enumerate().take(nv) {
+                    // SAFETY: c0 + 8u + 8 ≤ d, inside row j.
+                    *a = _mm256_fmadd_ps(pj, unsafe { _mm256_loadu_ps(v.add(8 * u)) }, *a);
+                }
+            }
+            for (u, a) in acc.iter().enumerate().take(nv) {
+                // SAFETY: c0 + 8u + 8 ≤ d = o.len().
+                unsafe { _mm256_storeu_ps(o.as_mut_ptr().add(c0 + 8 * u), *a) };
+            }
+        }
+    }
+}
+
+/// The eight lanes of `v` summed.
+#[target_feature(enable = "avx2,fma")]
+fn hsum8(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
 }
 
 // ------------------------------------------------------------------ attention
