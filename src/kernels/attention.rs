@@ -279,7 +279,8 @@ mod tests {
             let (keys, values) = (k.as_slice().unwrap(), v.as_slice().unwrap());
             let scale = (d as f32).powf(-0.5);
             let head = |a: &Array2<f32>, h: usize| a.slice(s![.., h * d..(h + 1) * d]).to_owned();
-            let fast_path = d.is_multiple_of(16) && super::super::use_avx512();
+            let fast_path = (d.is_multiple_of(16) && super::super::use_avx512())
+                || (d.is_multiple_of(8) && crate::kernels::policy::cpu().avx2_fma());
             for mask in [
                 Mask::Causal,
                 Mask::None,
