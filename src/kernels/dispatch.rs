@@ -43,6 +43,10 @@ pub const INT8_LANES_MAX_TOKENS: usize = usize::MAX;
 /// Measured on a 768 × 2048 matrix, one thread.
 pub const GEMM_MIN_TOKENS: usize = 40;
 pub const GEMM_MIN_TOKENS_F32: usize = 24;
+/// The threshold of the AVX2 outer-product kernel (`gemm_block_avx2`): on a Q8_0 expert
+/// matrix (768 × 2048, one thread) it matched the f32 tiles at 12 tokens and passed them
+/// from 16 (`examples/matmul_gflops`).
+pub const GEMM_MIN_TOKENS_AVX2: usize = 12;
 /// The same threshold for the native bf16 kernels' pair panels (`bf16.rs`).
 pub const GEMM_MIN_TOKENS_BF16: usize = 40;
 
@@ -301,10 +305,11 @@ pub fn select_on(
             _ => {}
         }
     }
-    let f32_panels = match (avx512 && cpu.avx512f, ty) {
-        (false, _) => usize::MAX,
-        (true, GgmlType::F32) => GEMM_MIN_TOKENS_F32,
-        (true, _) => GEMM_MIN_TOKENS,
+    let f32_panels = match (avx512 && cpu.avx512f, cpu.avx2_fma(), ty) {
+        (true, _, GgmlType::F32) => GEMM_MIN_TOKENS_F32,
+        (true, _, _) => GEMM_MIN_TOKENS,
+        (false, true, _) => GEMM_MIN_TOKENS_AVX2,
+        (false, false, _) => usize::MAX,
     };
     if let Some(block) = kernels(ty).act_block {
         let max_tokens = int8_max_tokens_on(cpu, ty, policy);

@@ -303,10 +303,18 @@ impl<'a> Jobs<'a> {
             _ => {}
         }
         if let Some(first) = self.panels.first.get(gi).copied().flatten() {
-            // SAFETY: AVX-512F is available (`select` asks for panels only when the CPU
-            // has it); the panels of this group hold `g.n` tokens padded to whole panels
-            // of `cols` columns; `o` may write rows `r` for tokens < g.n (the caller's).
-            unsafe { x86::gemm_block(w, r, &self.panels.data[first..], g.n, o) };
+            let panels = &self.panels.data[first..];
+            // SAFETY: AVX-512F is checked here; `select` asks for panels only when the CPU
+            // has AVX-512F (for the plan's AVX-512 tiles) or else AVX2 and FMA; the panels
+            // of this group hold `g.n` tokens padded to whole panels of `cols` columns; `o`
+            // may write rows `r` for tokens < g.n (the caller's contract).
+            unsafe {
+                if self.plan.avx512 && super::policy::cpu().avx512f {
+                    x86::gemm_block(w, r, panels, g.n, o);
+                } else {
+                    x86::gemm_block_avx2(w, r, panels, g.n, o);
+                }
+            }
             return;
         }
         let x = &xs[g.first_in * cols..(g.first_in + g.n) * cols];
@@ -557,10 +565,13 @@ mod tests {
             (70, 131, 9),
             (65, 2048, 67),
             // The panel kernel: columns not a multiple of 16 or of its column block,
-            // partial panels, f32's lower threshold (24) and the others' (40).
+            // partial panels (one of at most 16 tokens: the AVX2 kernel's single half),
+            // row blocks that end in an odd row (its padded tile), the AVX2 threshold
+            // (12), AVX-512's for f32 (24) and for the others (40).
             (33, 150, 45),
             (50, 16, 24),
             (9, 300, 40),
+            (13, 64, 12),
         ] {
             let wf: Vec<f32> = (0..rows * cols)
                 .map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0)
@@ -599,6 +610,32 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// The outer-product kernels of both widths sum each output in the same order, so on a
+    /// CPU with AVX-512 the AVX2 panels (the tiles without AVX-512) give the AVX-512
+    /// panels' bits. Skipped where the CPU lacks AVX-512F (the AVX2 kernel alone is held
+    /// to the reference by `matmul_equals_reference_matvec`).
+    #[test]
+    fn panels_of_both_widths_give_the_same_bits() {
+        if !crate::kernels::policy::cpu().avx512f {
+            eprintln!("panels_of_both_widths_give_the_same_bits: no AVX-512F here, skipped");
+            return;
+        }
+        for &(rows, cols, n) in &[(33, 150, 45), (65, 2048, 67), (9, 300, 40), (40, 131, 97)] {
+            let w: Vec<f32> = (0..rows * cols)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0)
+                .collect();
+            let xs: Vec<f32> = (0..n * cols)
+                .map(|i| ((i * 53 % 97) as f32 - 48.0) / 32.0)
+                .collect();
+            let m = Matrix::f32(&w, rows, cols);
+            let (mut wide, mut narrow) = (vec![0.0f32; n * rows], vec![0.0f32; n * rows]);
+            m.matmul_with(&xs, &mut wide, true);
+            m.matmul_with(&xs, &mut narrow, false);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&wide), bits(&narrow), "{rows}x{cols} n={n}");
         }
     }
 

@@ -445,12 +445,20 @@ mod x86 {
         false
     }
 
-    /// Unreachable: panels are only packed when [`avx512f`] says yes.
+    /// Unreachable: panels are only packed when the CPU has AVX-512F or AVX2 and FMA.
     ///
     /// # Safety
     /// None needed; it panics (the signature is `x86.rs`'s).
     pub(super) unsafe fn gemm_block(_: &Matrix, _: Range<usize>, _: &[f32], _: usize, _: Out) {
         unreachable!("gemm_block: no input panels are packed off x86-64")
+    }
+
+    /// Unreachable, as [`gemm_block`].
+    ///
+    /// # Safety
+    /// None needed; it panics (the signature is `x86.rs`'s).
+    pub(super) unsafe fn gemm_block_avx2(_: &Matrix, _: Range<usize>, _: &[f32], _: usize, _: Out) {
+        unreachable!("gemm_block_avx2: no input panels are packed off x86-64")
     }
 
     /// Declines: the portable block scores run.

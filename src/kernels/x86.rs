@@ -1,6 +1,7 @@
 //! The x86-64 kernels of chapter 10 and their run-time dispatch: AVX2+FMA+F16C register
 //! tiles, AVX2's one-token bf16 kernel (`bf16_decode`) and AVX-512 tiles for the matmuls of
-//! `matmul.rs`, the AVX-512 outer-product kernel `gemm_block` for prefill, and the AVX-512
+//! `matmul.rs`, the outer-product kernels `gemm_block` (AVX-512) and `gemm_block_avx2` for
+//! prefill, and the AVX-512
 //! attention for `attention.rs`. Compiled on x86-64 only (the `mod x86` declaration carries
 //! the one `cfg`); each entry point checks the CPU (`policy::cpu`, detected once) and
 //! declines when it lacks the features, so the caller's portable code runs. Tests pin every
@@ -416,6 +417,135 @@ pub(super) unsafe fn gemm_block(w: &Matrix, r: Range<usize>, panels: &[f32], n: 
             }
         }
     });
+}
+
+/// [`gemm_block`] for CPUs with AVX2 and FMA: a register tile of 6 rows × 16 tokens
+/// (12 accumulators, two input vectors and one broadcast weight: 15 of the 16 ymm
+/// registers), each panel's 32 tokens in two halves (one when a last panel holds at most
+/// 16), the row block in tiles of 6, 4 and 2 rows. Each output is summed over the columns
+/// in order with one FMA a step, as in `gemm_block`, so the two kernels give the same bits.
+///
+/// # Safety
+/// AVX2, FMA and F16C must be available; `panels` must hold `ceil(n / PANEL)` panels of
+/// `w.cols` columns; `out` may write rows `r` (of this task's block) for tokens `< n`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn gemm_block_avx2(
+    w: &Matrix,
+    r: Range<usize>,
+    panels: &[f32],
+    n: usize,
+    out: Out,
+) {
+    const KC: usize = 256;
+    let (cols, nr) = (w.cols, r.len());
+    assert!(nr <= ROW_BLOCK, "gemm_block_avx2: more rows than a block");
+    // The tiles (first row, rows): sixes, then a four or a two (the last one padded).
+    let mut tiles = [(0, 0); ROW_BLOCK];
+    let mut count = 0;
+    let mut i = 0;
+    while i < nr {
+        let mr = match nr - i {
+            6.. => 6,
+            4 | 5 => 4,
+            _ => 2,
+        };
+        tiles[count] = (i, mr);
+        (count, i) = (count + 1, i + mr);
+    }
+    let tiles = &tiles[..count];
+    WIDE_ROWS.with_borrow_mut(|wide| {
+        // Rows padded with zeros to an even count (the smallest tile has 2), each row's
+        // stride padded as in `gemm_block`.
+        let stride = cols + 16;
+        wide.clear();
+        wide.resize(nr.next_multiple_of(2) * stride, 0.0);
+        for (i, row) in wide.chunks_exact_mut(stride).take(nr).enumerate() {
+            w.row_slice_into(r.start + i, 0, &mut row[..cols]);
+        }
+        let mut sums = [[0.0f32; PANEL]; ROW_BLOCK];
+        for (p, panel) in panels
+            .chunks_exact(PANEL * cols)
+            .take(n.div_ceil(PANEL))
+            .enumerate()
+        {
+            let tokens = (n - p * PANEL).min(PANEL);
+            let halves = if tokens > PANEL / 2 { 2 } else { 1 };
+            for row in &mut sums {
+                row.fill(0.0);
+            }
+            for k0 in (0..cols).step_by(KC) {
+                let ks = k0..(k0 + KC).min(cols);
+                let x = &panel[ks.start * PANEL..ks.end * PANEL];
+                for &(i, mr) in tiles {
+                    let a = |m: usize| &wide[(i + m) * stride..][ks.clone()];
+                    for half in (0..halves).map(|h| h * PANEL / 2) {
+                        let at = (i, half);
+                        match mr {
+                            6 => tile_avx2(std::array::from_fn::<_, 6, _>(a), x, at, &mut sums),
+                            4 => tile_avx2(std::array::from_fn::<_, 4, _>(a), x, at, &mut sums),
+                            _ => tile_avx2(std::array::from_fn::<_, 2, _>(a), x, at, &mut sums),
+                        }
+                    }
+                }
+            }
+            for (i, row) in sums.iter().enumerate().take(nr) {
+                for (j, &v) in row.iter().enumerate().take(tokens) {
+                    // SAFETY: row i is in this task's block and token p·PANEL+j < n, the
+                    // caller's contract, which is `Out::set`'s.
+                    unsafe { out.set(p * PANEL + j, i, v) };
+                }
+            }
+        }
+    });
+}
+
+/// `sums[i + m][j0 + j] += Σ_k a[m][k] · x[k][j0 + j]` for `m < MR`, `j < 16`, over the
+/// columns `k` of a column block (`a` the tile's rows, `x` the panel's block), each sum
+/// taken in column order with one FMA a step.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn tile_avx2<const MR: usize>(
+    a: [&[f32]; MR],
+    x: &[f32],
+    (i, j0): (usize, usize),
+    sums: &mut [[f32; PANEL]; ROW_BLOCK],
+) {
+    let x = x.as_chunks::<PANEL>().0;
+    assert!(a.iter().all(|a| a.len() == x.len()) && j0 <= PANEL / 2);
+    let mut acc: [[__m256; 2]; MR] =
+        std::array::from_fn(|m| [load8(&sums[i + m][j0..]), load8(&sums[i + m][j0 + 8..])]);
+    for (k, x) in x.iter().enumerate() {
+        let x = &x[j0..j0 + 16];
+        let (x0, x1) = (load8(x), load8(&x[8..]));
+        for (acc, a) in acc.iter_mut().zip(&a) {
+            // SAFETY: k < x.len(), which is every row's length (asserted above).
+            let b = _mm256_set1_ps(unsafe { *a.get_unchecked(k) });
+            acc[0] = _mm256_fmadd_ps(b, x0, acc[0]);
+            acc[1] = _mm256_fmadd_ps(b, x1, acc[1]);
+        }
+    }
+    for (m, acc) in acc.iter().enumerate() {
+        store8(&mut sums[i + m][j0..], acc[0]);
+        store8(&mut sums[i + m][j0 + 8..], acc[1]);
+    }
+}
+
+/// Eight f32 at `s[..8]` (bounds-checked, then an unaligned load).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn load8(s: &[f32]) -> __m256 {
+    let s = &s[..8];
+    // SAFETY: the slice holds eight floats; the load is unaligned.
+    unsafe { _mm256_loadu_ps(s.as_ptr()) }
+}
+
+/// `v` into `s[..8]` (bounds-checked, then an unaligned store).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn store8(s: &mut [f32], v: __m256) {
+    let s = &mut s[..8];
+    // SAFETY: the slice holds eight floats; the store is unaligned.
+    unsafe { _mm256_storeu_ps(s.as_mut_ptr(), v) }
 }
 
 // ------------------------------------------------------------------ widening loads
