@@ -287,16 +287,17 @@ mod tests {
     }
 
     /// Every block size (dividing the positions or not) and first position, head dims the
-    /// AVX-512 kernels take (64, 128) and one they do not (40), groups of 1, 3 and 4 query
-    /// heads, causal, unmasked and sliding windows (spans that start past 0, including
-    /// windows shorter than a block and than a tile): each query row of the block equals
-    /// [`attend_reference`] at its position within [`bound`], on the AVX-512 path and the
-    /// portable one.
+    /// AVX-512 kernels take (64, 128), one only the AVX2 values take (40) and one neither
+    /// does (20), groups of 1, 3 and 4 query heads, causal, unmasked and sliding windows
+    /// (spans that start past 0, including windows shorter than a block and than a tile):
+    /// each query row of the block equals [`attend_reference`] at its position within
+    /// [`bound`], on the widest path the CPU has, without AVX-512 (AVX2) and on the
+    /// portable loops.
     #[test]
     fn block_attention_equals_reference() {
         let n = 75;
         let mut checked = 0;
-        for (d, group, kv_heads) in [(64, 3, 3), (128, 4, 2), (40, 1, 2), (64, 1, 1)] {
+        for (d, group, kv_heads) in [(64, 3, 3), (128, 4, 2), (40, 1, 2), (64, 1, 1), (20, 2, 1)] {
             let qd = group * kv_heads * d;
             let seed = 300 + (d * group) as u64;
             let q = random_tokens(n, qd, seed);
@@ -314,7 +315,7 @@ mod tests {
                 Mask::SlidingWindow(3),
                 Mask::SlidingWindow(40),
             ];
-            for (portable, mask, m) in [false, true]
+            for (path, mask, m) in ["widest", "avx2", "portable"]
                 .into_iter()
                 .flat_map(|p| masks.map(|mask| (p, mask)))
                 .flat_map(|(p, mask)| [16, 7, 5].map(|m| (p, mask, m)))
@@ -322,7 +323,10 @@ mod tests {
                 let mut got = vec![f32::NAN; n * qd];
                 let mut s = BlockScratch::default();
                 with_switches(
-                    |sw| sw.no_avx512 = portable,
+                    |sw| {
+                        sw.no_avx512 = path != "widest";
+                        sw.portable_matmul = path == "portable";
+                    },
                     || {
                         for first in (0..n).step_by(m) {
                             let positions = m.min(n - first);
@@ -369,8 +373,8 @@ mod tests {
                                 let (x, y) = (got[at.start + c], want[c]);
                                 assert!(
                                     (x - y).abs() <= tol * b[c],
-                                    "d {d} group {group} {mask:?} block {m} portable \
-                                     {portable} pos {pos} head {h} col {c}: {x} vs {y} \
+                                    "d {d} group {group} {mask:?} block {m} {path} \
+                                     pos {pos} head {h} col {c}: {x} vs {y} \
                                      (bound {})",
                                     tol * b[c]
                                 );

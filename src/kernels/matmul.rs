@@ -482,22 +482,28 @@ fn int8_tiles(
 fn pack_panels(p: &mut Panels, groups: &[Group], xs: &[f32], cols: usize, min_tokens: usize) {
     use rayon::prelude::*;
     p.first.clear();
-    p.data.clear();
     if groups.iter().all(|g| g.n < min_tokens) {
         return;
     }
-    // (group, panel) of each PANEL·cols chunk of `data`, in order.
+    // (group, panel) of each PANEL·cols chunk of `data`, in order, after `lead` floats
+    // that start the panels on a cache line: a kernel's 16-token load is then one line.
     let mut chunks = Vec::new();
+    let mut offsets = Vec::new();
     for g in groups {
         if g.n >= min_tokens {
-            p.first.push(Some(chunks.len() * PANEL * cols));
+            offsets.push(Some(chunks.len() * PANEL * cols));
             chunks.extend((0..g.n.div_ceil(PANEL)).map(|k| (*g, k)));
         } else {
-            p.first.push(None);
+            offsets.push(None);
         }
     }
-    p.data.resize(chunks.len() * PANEL * cols, 0.0);
-    p.data
+    // Every panel is written in full below, so the buffer is not cleared first.
+    let len = chunks.len() * PANEL * cols;
+    p.data.resize(len + 16, 0.0);
+    let lead = p.data.as_ptr().align_offset(64).min(16);
+    p.first
+        .extend(offsets.into_iter().map(|o| o.map(|o| o + lead)));
+    p.data[lead..lead + len]
         .par_chunks_mut(PANEL * cols)
         .zip(&chunks)
         .for_each(|(panel, &(g, k))| {

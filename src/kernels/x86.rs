@@ -436,7 +436,7 @@ pub(super) unsafe fn gemm_block_avx2(
     n: usize,
     out: Out,
 ) {
-    const KC: usize = 256;
+    const KC: usize = 512;
     let (cols, nr) = (w.cols, r.len());
     assert!(nr <= ROW_BLOCK, "gemm_block_avx2: more rows than a block");
     // The tiles (first row, rows): sixes, then a four or a two (the last one padded).
@@ -454,13 +454,19 @@ pub(super) unsafe fn gemm_block_avx2(
     }
     let tiles = &tiles[..count];
     WIDE_ROWS.with_borrow_mut(|wide| {
-        // Rows padded with zeros to an even count (the smallest tile has 2), each row's
-        // stride padded as in `gemm_block`.
+        // Rows padded with a zero row to an even count (the smallest tile has 2), each
+        // row's stride padded as in `gemm_block` (columns past `cols` are never read).
         let stride = cols + 16;
-        wide.clear();
-        wide.resize(nr.next_multiple_of(2) * stride, 0.0);
-        for (i, row) in wide.chunks_exact_mut(stride).take(nr).enumerate() {
-            w.row_slice_into(r.start + i, 0, &mut row[..cols]);
+        let padded = nr.next_multiple_of(2);
+        if wide.len() < padded * stride {
+            wide.resize(padded * stride, 0.0);
+        }
+        for (i, row) in wide.chunks_exact_mut(stride).take(padded).enumerate() {
+            if i < nr {
+                w.row_slice_into(r.start + i, 0, &mut row[..cols]);
+            } else {
+                row.fill(0.0);
+            }
         }
         let mut sums = [[0.0f32; PANEL]; ROW_BLOCK];
         for (p, panel) in panels

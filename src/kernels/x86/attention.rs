@@ -1,6 +1,6 @@
-//! The AVX-512 attention kernels of `x86.rs`: one query position against a KV cache
-//! (`attention.rs`'s `attend`, which also has an AVX2 form) and the register tiles of a
-//! block of positions (`attention_block.rs`). Each entry point declines when the CPU lacks
+//! The attention kernels of `x86.rs`, each in AVX-512 and AVX2 forms: one query position
+//! against a KV cache (`attention.rs`'s `attend`) and the register tiles of a block of
+//! positions (`attention_block.rs`). Each entry point declines when the CPU lacks
 //! what its kernels need, so the caller's portable code runs; the callers' tests pin every
 //! path to `attend_reference`.
 
@@ -189,8 +189,9 @@ unsafe fn attend_avx512(
     }
 }
 
-/// [`block_scores_avx512`] when the CPU has AVX-512 (and `ANATOMY_NO_AVX512` is unset);
-/// returns false, having done nothing, otherwise.
+/// [`block_scores_avx512`] when the CPU has AVX-512 (and `ANATOMY_NO_AVX512` is unset),
+/// else [`block_scores_avx2`] when it has AVX2 and FMA; returns false, having done
+/// nothing, otherwise or under `ANATOMY_PORTABLE_MATMUL`.
 ///
 /// # Safety
 /// `qt` is `[d, rp]` with `rp` a multiple of 16, `st` is `[keys.len(), rp]`, and rows
@@ -203,16 +204,26 @@ pub(in crate::kernels) unsafe fn block_scores(
     scale: f32,
     st: &mut [f32],
 ) -> bool {
-    if !use_avx512() {
+    let policy = super::super::policy::current();
+    if policy.portable_matmul() {
         return false;
     }
-    // SAFETY: AVX-512F is available; the rest is the caller's contract.
-    unsafe { block_scores_avx512(qt, d, kv, keys, scale, st) };
+    if use_avx512() {
+        // SAFETY: AVX-512F is available; the rest is the caller's contract.
+        unsafe { block_scores_avx512(qt, d, kv, keys, scale, st) };
+    } else if super::super::policy::cpu().avx2_fma() {
+        // SAFETY: AVX2 and FMA are available; `rp`, a multiple of 16, is one of 8.
+        unsafe { block_scores_avx2(qt, d, kv, keys, scale, st) };
+    } else {
+        return false;
+    }
     true
 }
 
 /// [`block_values_avx512`] when the CPU has AVX-512 (and `ANATOMY_NO_AVX512` is unset)
-/// and `d` is a multiple of 16; returns false, having done nothing, otherwise.
+/// and `d` is a multiple of 16, else [`block_values_avx2`] when it has AVX2 and FMA and
+/// `d` is a multiple of 8; returns false, having done nothing, otherwise or under
+/// `ANATOMY_PORTABLE_MATMUL`.
 ///
 /// # Safety
 /// `p` is `[keys.len(), rp]` and `alpha` `[rp]` with `rows ≤ rp`, `acc` is `[rp, d]`, and
@@ -226,11 +237,19 @@ pub(in crate::kernels) unsafe fn block_values(
     acc: &mut [f32],
 ) -> bool {
     let d = acc.len() / alpha.len().max(1);
-    if !(d.is_multiple_of(16) && use_avx512()) {
+    if super::super::policy::current().portable_matmul() {
         return false;
     }
-    // SAFETY: AVX-512F is available and d is a multiple of 16; the rest is the caller's.
-    unsafe { block_values_avx512(p, alpha, kv, keys, rows, acc) };
+    if d.is_multiple_of(16) && use_avx512() {
+        // SAFETY: AVX-512F is available and d is a multiple of 16; the rest is the caller's.
+        unsafe { block_values_avx512(p, alpha, kv, keys, rows, acc) };
+    } else if d.is_multiple_of(8) && super::super::policy::cpu().avx2_fma() {
+        // SAFETY: AVX2 and FMA are available and d is a multiple of 8; the rest is the
+        // caller's contract.
+        unsafe { block_values_avx2(p, alpha, kv, keys, rows, acc) };
+    } else {
+        return false;
+    }
     true
 }
 
@@ -442,6 +461,179 @@ impl ValueTile<'_> {
             for (u, x) in row.iter().enumerate() {
                 // SAFETY: as for the loads above.
                 unsafe { _mm512_storeu_ps(acc.as_mut_ptr().add(at(i, u)), *x) };
+            }
+        }
+    }
+}
+
+/// [`block_scores_avx512`] in 8-lane registers: four keys by 16 query rows per register
+/// tile (8 accumulators), each sum over the columns in order with one FMA a step, as
+/// there.
+///
+/// # Safety
+/// AVX2 and FMA must be available, and the shapes those of [`block_scores`].
+#[target_feature(enable = "avx2,fma")]
+unsafe fn block_scores_avx2(
+    qt: &[f32],
+    d: usize,
+    kv: KvHead,
+    keys: Range<usize>,
+    scale: f32,
+    st: &mut [f32],
+) {
+    let rp = qt.len() / d;
+    let mut jj = 0;
+    while jj < keys.len() {
+        let kb = if keys.len() - jj >= 4 { 4 } else { 1 };
+        for v0 in (0..rp / 8).step_by(2) {
+            let key = keys.start + jj;
+            let out = &mut st[jj * rp..];
+            // SAFETY: keys key..key+kb are rows of `keys`, vectors v0, v0 + 1 are inside
+            // rp (a multiple of 16), and `out` holds kb rows of rp (the caller's shapes).
+            unsafe {
+                if kb == 4 {
+                    scores8::<4>(qt, d, rp, kv, key, v0, scale, out)
+                } else {
+                    scores8::<1>(qt, d, rp, kv, key, v0, scale, out)
+                }
+            }
+        }
+        jj += kb;
+    }
+}
+
+/// One register tile of [`block_scores_avx2`]: keys `key..key + KB` against the query
+/// vectors `v0`, `v0 + 1` (8 rows each).
+///
+/// # Safety
+/// AVX2 and FMA must be available; keys `key..key + KB` lie inside `kv.keys`, vectors
+/// `v0 + 1` inside the `rp` rows of `qt`, and `out` holds `KB` rows of `rp`.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn scores8<const KB: usize>(
+    qt: &[f32],
+    d: usize,
+    rp: usize,
+    kv: KvHead,
+    key: usize,
+    v0: usize,
+    scale: f32,
+    out: &mut [f32],
+) {
+    let mut acc = [[_mm256_setzero_ps(); 2]; KB];
+    // SAFETY: key + i is a row inside kv.keys (the contract).
+    let k: [*const f32; KB] =
+        std::array::from_fn(|i| unsafe { kv.keys.as_ptr().add((key + i) * kv.stride + kv.offset) });
+    let q = qt.as_ptr();
+    for c in 0..d {
+        // SAFETY: c < d rows of qt, vectors v0, v0 + 1 < rp / 8; element c of each key row.
+        unsafe {
+            let q0 = _mm256_loadu_ps(q.add(c * rp + v0 * 8));
+            let q1 = _mm256_loadu_ps(q.add(c * rp + v0 * 8 + 8));
+            for (row, kr) in acc.iter_mut().zip(&k) {
+                let kc = _mm256_set1_ps(*kr.add(c));
+                row[0] = _mm256_fmadd_ps(kc, q0, row[0]);
+                row[1] = _mm256_fmadd_ps(kc, q1, row[1]);
+            }
+        }
+    }
+    let scale = _mm256_set1_ps(scale);
+    for (i, row) in acc.iter().enumerate() {
+        for (u, a) in row.iter().enumerate() {
+            // SAFETY: row i < KB of `out`, vector v0 + u inside its rp floats.
+            unsafe {
+                let at = out.as_mut_ptr().add(i * rp + (v0 + u) * 8);
+                _mm256_storeu_ps(at, _mm256_mul_ps(*a, scale));
+            }
+        }
+    }
+}
+
+/// [`block_values_avx512`] in 8-lane registers: register tiles of four rows by 16 columns
+/// (8 accumulators), so each pair of value vectors loaded serves four rows.
+///
+/// # Safety
+/// AVX2 and FMA must be available, `d % 8 == 0`, and the shapes those of [`block_values`].
+#[target_feature(enable = "avx2,fma")]
+unsafe fn block_values_avx2(
+    p: &[f32],
+    alpha: &[f32],
+    kv: KvHead,
+    keys: Range<usize>,
+    rows: usize,
+    acc: &mut [f32],
+) {
+    let rp = alpha.len();
+    let d = acc.len() / rp;
+    for r0 in (0..rows).step_by(4) {
+        for c0 in (0..d).step_by(16) {
+            let tile = ValueTile {
+                p,
+                alpha,
+                kv,
+                keys: keys.clone(),
+                r0,
+                c0,
+                d,
+            };
+            // SAFETY: rows r0..r0+rb ≤ rows ≤ rp, columns c0..c0 + 8·nv ≤ d, and the
+            // caller's contract for the value rows.
+            unsafe {
+                match ((rows - r0).min(4), ((d - c0) / 8).min(2)) {
+                    (4, 2) => tile.run8::<4, 2>(acc),
+                    (4, _) => tile.run8::<4, 1>(acc),
+                    (3, 2) => tile.run8::<3, 2>(acc),
+                    (3, _) => tile.run8::<3, 1>(acc),
+                    (2, 2) => tile.run8::<2, 2>(acc),
+                    (2, _) => tile.run8::<2, 1>(acc),
+                    (_, 2) => tile.run8::<1, 2>(acc),
+                    (_, _) => tile.run8::<1, 1>(acc),
+                }
+            }
+        }
+    }
+}
+
+impl ValueTile<'_> {
+    /// [`ValueTile::run`] in 8-lane registers: rows `r0..r0 + RB`, columns
+    /// `c0..c0 + 8·NV`.
+    ///
+    /// # Safety
+    /// AVX2 and FMA must be available; rows `r0..r0 + RB` of `acc` (`[alpha.len(), d]`)
+    /// and of `p`'s columns exist, `c0 + 8·NV ≤ d`, and rows `keys` lie inside
+    /// `kv.values`.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn run8<const RB: usize, const NV: usize>(&self, acc: &mut [f32]) {
+        let rp = self.alpha.len();
+        let at = |i: usize, u: usize| (self.r0 + i) * self.d + self.c0 + 8 * u;
+        let mut a = [[_mm256_setzero_ps(); NV]; RB];
+        for (i, row) in a.iter_mut().enumerate() {
+            let scale = _mm256_set1_ps(self.alpha[self.r0 + i]);
+            for (u, x) in row.iter_mut().enumerate() {
+                // SAFETY: row r0 + i of acc, columns c0 + 8u .. + 8 ≤ d.
+                *x = _mm256_mul_ps(scale, unsafe {
+                    _mm256_loadu_ps(acc.as_ptr().add(at(i, u)))
+                });
+            }
+        }
+        let vp = self.kv.values.as_ptr();
+        for (jj, j) in self.keys.clone().enumerate() {
+            // SAFETY: row j lies inside `values`, and c0 + 8·NV ≤ d ≤ stride − offset.
+            let v: [__m256; NV] = std::array::from_fn(|u| unsafe {
+                _mm256_loadu_ps(vp.add(j * self.kv.stride + self.kv.offset + self.c0 + 8 * u))
+            });
+            let pj = &self.p[jj * rp + self.r0..][..RB];
+            for (row, &w) in a.iter_mut().zip(pj) {
+                let w = _mm256_set1_ps(w);
+                for (x, &vu) in row.iter_mut().zip(&v) {
+                    *x = _mm256_fmadd_ps(w, vu, *x);
+                }
+            }
+        }
+        for (i, row) in a.iter().enumerate() {
+            for (u, x) in row.iter().enumerate() {
+                // SAFETY: as for the loads above.
+                unsafe { _mm256_storeu_ps(acc.as_mut_ptr().add(at(i, u)), *x) };
             }
         }
     }
