@@ -12,7 +12,8 @@
 //! - `ANATOMY_QUANT_ACTIVATIONS=1|0` (also `on|off`): the int8 path of the block formats;
 //!   `all`: int8 at every group size (to measure it against the f32 tiles on large groups);
 //! - `ANATOMY_PROBE_PORTABLE`: the bandwidth probe's portable loop;
-//! - `ANATOMY_PORTABLE_MATMUL`: the matmuls' portable widened dot, no SIMD and no int8.
+//! - `ANATOMY_PORTABLE_MATMUL`: the matmuls' portable widened dot, no SIMD and no int8,
+//!   and the plain loops of the prefill attention blocks.
 
 use std::cell::Cell;
 use std::sync::OnceLock;
