@@ -109,10 +109,25 @@ fn grouped_with<'w>(
                 &Jobs::new(plan, work_total, &Panels::default(), None, Some(acts)),
             );
         }),
-        GroupedKernel::Int8 { block, .. } => with_reused(&PANELS, |panels| {
+        GroupedKernel::Int8 {
+            block, max_tokens, ..
+        } => with_reused(&PANELS, |panels| {
             pack_panels(panels, groups, xs, w.cols, plan.panel_min_tokens);
             with_reused(&QUANT_ACTS, |acts| {
-                acts.quantize(xs, w.cols, block);
+                if groups.iter().all(|g| g.n <= max_tokens) {
+                    acts.quantize(xs, w.cols, block);
+                } else {
+                    // Only the rows of the groups the int8 path takes (the rest take the
+                    // f32 kernels): marked once, then quantised in parallel.
+                    with_reused(&INT8_ROWS, |rows| {
+                        rows.clear();
+                        rows.resize(xs.len() / w.cols, false);
+                        for g in groups.iter().filter(|g| g.n <= max_tokens) {
+                            rows[g.first_in..g.first_in + g.n].fill(true);
+                        }
+                        acts.quantize_where(xs, w.cols, block, |t| rows[t]);
+                    });
+                }
                 run_jobs(
                     &matrix,
                     groups,
@@ -177,6 +192,8 @@ thread_local! {
     /// The quantised inputs of the int8 matmuls this thread calls.
     static QUANT_ACTS: std::cell::RefCell<QuantizedRows> =
         std::cell::RefCell::new(QuantizedRows::default());
+    /// Which input rows a grouped matmul's int8 groups read.
+    static INT8_ROWS: std::cell::RefCell<Vec<bool>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 thread_local! {

@@ -90,6 +90,18 @@ impl QuantizedRows {
     /// multiple of 16): each block's step is `max|x| / 127` and `q = round(x / d)`. A block
     /// holding a NaN or an infinity gets a NaN step, so the dot is NaN, not silently finite.
     pub fn quantize(&mut self, xs: &[f32], cols: usize, block: usize) {
+        self.quantize_where(xs, cols, block, |_| true);
+    }
+
+    /// [`QuantizedRows::quantize`] for the rows `t` where `keep(t)`; the others are left
+    /// as they were (a grouped matmul quantises only the groups its int8 path takes).
+    pub fn quantize_where(
+        &mut self,
+        xs: &[f32],
+        cols: usize,
+        block: usize,
+        keep: impl Fn(usize) -> bool + Sync,
+    ) {
         assert!(
             block.is_multiple_of(16) && cols.is_multiple_of(block) && xs.len().is_multiple_of(cols),
             "QuantizedRows::quantize: shape"
@@ -113,14 +125,18 @@ impl QuantizedRows {
                 .zip(qs.par_chunks_exact_mut(cols))
                 .zip(sums.par_chunks_exact_mut(cols / 16))
                 .zip(dsums.par_chunks_exact_mut(nb))
-                .for_each(one_row);
+                .enumerate()
+                .filter(|(t, _)| keep(*t))
+                .for_each(|(_, row)| one_row(row));
         } else {
             xs.chunks_exact(cols)
                 .zip(d.chunks_exact_mut(nb))
                 .zip(qs.chunks_exact_mut(cols))
                 .zip(sums.chunks_exact_mut(cols / 16))
                 .zip(dsums.chunks_exact_mut(nb))
-                .for_each(one_row);
+                .enumerate()
+                .filter(|(t, _)| keep(*t))
+                .for_each(|(_, row)| one_row(row));
         }
     }
 
