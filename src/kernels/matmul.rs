@@ -15,6 +15,9 @@ use super::quant::{self, ActRow, QuantizedRows};
 use super::{Matrix, Out, OutPtr, PANEL, ROW_BLOCK, WeightData, dot, x86};
 use std::ops::Range;
 
+mod panels;
+use panels::{PANELS, Panels, pack_panels};
+
 /// One member of a [`matmul_grouped`] call: matrix number `matrix` applied to `n`
 /// consecutive input rows from row `first_in`, written to `n` output rows from `first_out`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -23,15 +26,6 @@ pub struct Group {
     pub first_in: usize,
     pub n: usize,
     pub first_out: usize,
-}
-
-/// Inputs transposed into panels: for each group that takes the outer-product kernel,
-/// `ceil(n / PANEL)` panels of `[cols][PANEL]` floats (zero-padded), starting at
-/// `first[g]` in `data`.
-#[derive(Default)]
-struct Panels {
-    data: Vec<f32>,
-    first: Vec<Option<usize>>,
 }
 
 impl Matrix<'_> {
@@ -492,54 +486,6 @@ fn int8_tiles(
         }
         ri += nr;
     }
-}
-
-/// Fills `p` with the panels of the groups with at least `min_tokens` rows, in parallel,
-/// reusing its buffers (a decode step, one token per group, returns at the first check).
-fn pack_panels(p: &mut Panels, groups: &[Group], xs: &[f32], cols: usize, min_tokens: usize) {
-    use rayon::prelude::*;
-    p.first.clear();
-    if groups.iter().all(|g| g.n < min_tokens) {
-        return;
-    }
-    // (group, panel) of each PANEL·cols chunk of `data`, in order, after `lead` floats
-    // that start the panels on a cache line: a kernel's 16-token load is then one line.
-    let mut chunks = Vec::new();
-    let mut offsets = Vec::new();
-    for g in groups {
-        if g.n >= min_tokens {
-            offsets.push(Some(chunks.len() * PANEL * cols));
-            chunks.extend((0..g.n.div_ceil(PANEL)).map(|k| (*g, k)));
-        } else {
-            offsets.push(None);
-        }
-    }
-    // Every panel is written in full below, so the buffer is not cleared first.
-    let len = chunks.len() * PANEL * cols;
-    p.data.resize(len + 16, 0.0);
-    let lead = p.data.as_ptr().align_offset(64).min(16);
-    p.first
-        .extend(offsets.into_iter().map(|o| o.map(|o| o + lead)));
-    p.data[lead..lead + len]
-        .par_chunks_mut(PANEL * cols)
-        .zip(&chunks)
-        .for_each(|(panel, &(g, k))| {
-            let tokens = k * PANEL..((k + 1) * PANEL).min(g.n);
-            if tokens.len() < PANEL {
-                panel.fill(0.0); // the padding of a last, partial panel
-            }
-            for j in tokens {
-                let x = &xs[(g.first_in + j) * cols..(g.first_in + j + 1) * cols];
-                for (c, &v) in x.iter().enumerate() {
-                    panel[c * PANEL + j % PANEL] = v;
-                }
-            }
-        });
-}
-
-thread_local! {
-    /// The input panels of the grouped matmuls this thread calls.
-    static PANELS: std::cell::RefCell<Panels> = std::cell::RefCell::new(Panels::default());
 }
 
 /// Portable fallback: one widened dot product per (row, token), for rows `r` of `w`
