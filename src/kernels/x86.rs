@@ -31,6 +31,15 @@ trait Elem: Copy + Sync {
     unsafe fn load16(p: *const Self) -> __m512;
 }
 
+/// The eight lanes of `v` summed pairwise (the one horizontal sum of the 8-lane kernels).
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(in crate::kernels) fn hsum8(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+}
+
 /// Tokens whose inputs stay hot in L2 while a row group sweeps them.
 const TOKEN_BLOCK: usize = 64;
 

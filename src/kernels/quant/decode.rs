@@ -125,6 +125,7 @@ mod avx2 {
     //! q ≤ 63 by |x̂| ≤ 127 are at most 16002 < 2^15 (Q8_0's sign trick, |w| ≤ 128 by x̂
     //! with w's sign, at most 32512); `vpmaddwd` by a scale ≤ 128 stays below 2^23 per lane.
     use super::ActRow;
+    use crate::kernels::x86::hsum8;
     use crate::quant::GgmlType;
     use std::arch::x86_64::*;
 
@@ -249,15 +250,6 @@ mod avx2 {
         }
     }
 
-    /// The eight lanes summed (pairwise).
-    #[target_feature(enable = "avx2,fma,f16c")]
-    fn hsum(v: __m256) -> f32 {
-        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
-        _mm_cvtss_f32(s)
-    }
-
     /// Q4_0, Q4_1, Q5_0, Q5_1: blocks of `BYTES` bytes, `d` first, the 16 bytes of packed
     /// nibbles at `QS` (low nibbles the first 16 weights), the 32 fifth bits just before
     /// them when `FIVE`, a minimum `m` at byte 2 when `MIN`. Without a minimum the weights
@@ -319,7 +311,7 @@ mod avx2 {
                 }
             }
         }
-        std::array::from_fn(|k| hsum(acc[k]) + acc_min[k])
+        std::array::from_fn(|k| hsum8(acc[k]) + acc_min[k])
     }
 
     /// Q8_0: per block `dw · [dx₀ ×4, dx₁ ×4] · Σ w·x̂` (lanes 0..4 of `vpmaddwd` hold
@@ -351,7 +343,7 @@ mod avx2 {
                 acc[k] = _mm256_fmadd_ps(s, _mm256_mul_ps(f16_splat(blk), dx), acc[k]);
             }
         }
-        std::array::from_fn(|k| hsum(acc[k]))
+        std::array::from_fn(|k| hsum8(acc[k]))
     }
 
     /// Q4_K: lane `s` of the row's accumulator collects sub-block `s` of every 256-weight
@@ -390,7 +382,7 @@ mod avx2 {
             let min = _mm256_mul_ps(m, f16_splat(&blk[2..]));
             acc_min = _mm256_fmadd_ps(min, loadf8(dsums), acc_min);
         }
-        hsum(_mm256_sub_ps(acc, acc_min))
+        hsum8(_mm256_sub_ps(acc, acc_min))
     }
 
     /// Lane `s` of the result: the sum of the sixteen i16 of `p[s]`. Three rounds of
@@ -470,7 +462,7 @@ mod avx2 {
             let step = _mm256_mul_ps(loadf8(dx), f16_splat(&blk[208..]));
             acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), step, acc);
         }
-        hsum(acc)
+        hsum8(acc)
     }
 
     /// Lane `j`: `sc_2j·Σ p[j][..8] + sc_2j+1·Σ p[j][8..]`, the scaled sums of the two

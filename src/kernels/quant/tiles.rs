@@ -92,6 +92,7 @@ mod avx2 {
     //! trick (|w| ≤ 128 by x̂ with w's sign) at most 2·128·127 = 32512; `vpmaddwd` by a
     //! scale ≤ 128 stays below 2^23 per lane.
     use super::ActRow;
+    use crate::kernels::x86::hsum8;
     use crate::quant::GgmlType;
     use std::arch::x86_64::*;
 
@@ -143,21 +144,12 @@ mod avx2 {
         _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
     }
 
-    /// The eight lanes summed (pairwise).
-    #[target_feature(enable = "avx2,fma,f16c")]
-    fn hsum(v: __m256) -> f32 {
-        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
-        _mm_cvtss_f32(s)
-    }
-
     #[target_feature(enable = "avx2,fma,f16c")]
     fn finish<const R: usize, const T: usize>(acc: &[[__m256; T]; R]) -> [[f32; T]; R] {
         let mut out = [[0.0f32; T]; R];
         for (o, a) in out.iter_mut().zip(acc) {
             for (v, x) in o.iter_mut().zip(a) {
-                *v = hsum(*x);
+                *v = hsum8(*x);
             }
         }
         out

@@ -5,7 +5,7 @@
 //! path to `attend_reference`.
 
 use super::super::{KvHead, softmax_in_place};
-use super::use_avx512;
+use super::{hsum8, use_avx512};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -106,14 +106,6 @@ unsafe fn attend_avx2(
             }
         }
     }
-}
-
-/// The eight lanes of `v` summed.
-#[target_feature(enable = "avx2,fma")]
-fn hsum8(v: __m256) -> f32 {
-    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
 }
 
 // ------------------------------------------------------------------ attention

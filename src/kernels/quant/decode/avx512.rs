@@ -13,6 +13,7 @@
 
 use super::ActRow;
 use super::avx2::prefetch;
+use crate::kernels::x86::hsum8;
 use crate::quant::GgmlType;
 use std::arch::x86_64::*;
 
@@ -131,15 +132,6 @@ fn hsum16(v: __m512) -> f32 {
     let high = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
     let s = _mm256_add_ps(_mm512_castps512_ps256(v), high);
     hsum8(s)
-}
-
-/// The eight lanes summed.
-#[target_feature(enable = "avx2")]
-fn hsum8(v: __m256) -> f32 {
-    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    _mm_cvtss_f32(s)
 }
 
 /// Q4_K: the 32 packed bytes of sub-blocks `2c` (low nibbles) and `2c + 1` (high nibbles)
