@@ -27,9 +27,9 @@ pub const INT8_MAX_TOKENS: usize = 4;
 /// row block to f32 once and run the f32 kernels, which amortise it better. The switch is
 /// the largest group at which the AVX2 int8 tiles still beat the f32 kernels on the
 /// AVX2-only CPUs measured (VNNI CPUs take the row lanes instead), by
-/// `examples/matmul_gflops` at 2–64 tokens: on a Zen 3, one thread, Q8_0's int8 tiles ran
-/// 42 GFLOP/s at 12 tokens against 32 for the outer-product panels, and 42 against 44 at
-/// 16 (chapter 10's Reproducing page). Q4_K and Q6_K, which have AVX2 row lanes, keep
+/// `examples/matmul_gflops` at 2–64 tokens: at 12 tokens Q8_0's int8 tiles ran about a
+/// third faster than the outer-product panels, at 16 level with them (chapter 10's
+/// Reproducing page has the figures and the CPU). Q4_K and Q6_K, which have AVX2 row lanes, keep
 /// every group on the int8 path.
 pub const INT8_TILED_MAX_TOKENS: usize = 12;
 
