@@ -6,6 +6,7 @@
 use llm_anatomy::kernels::Matrix;
 use llm_anatomy::qwen3::{Logits, Model};
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -13,11 +14,26 @@ struct Counting;
 
 static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
 
+thread_local! {
+    /// Whether this thread's allocations count: the tests' own threads and their pools'
+    /// workers, not the harness's main thread, which allocates whenever another test of
+    /// this file finishes (its result line), at any moment of a measurement.
+    static WATCHED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Counts an allocation of a watched thread (a const thread-local without a destructor:
+/// reading it never allocates).
+fn count() {
+    if WATCHED.try_with(Cell::get).unwrap_or(false) {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 // SAFETY: every call is forwarded unchanged to the system allocator, which upholds
 // `GlobalAlloc`'s contract; the counter is a side effect that allocates nothing.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        count();
         // SAFETY: forwarded with the caller's layout (the caller upholds `alloc`'s contract).
         unsafe { System.alloc(layout) }
     }
@@ -26,7 +42,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        count();
         // SAFETY: as for `dealloc`, and `new_size` is the caller's valid size.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -38,10 +54,20 @@ static GLOBAL: Counting = Counting;
 /// The counter is global, so the tests of this file take turns.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// The allocations of the calling thread and of every rayon worker (the global pool's, or
+/// the pool the caller runs in) while `f` runs. Only while: a finished test's thread and
+/// its pool's workers go on allocating as they wind down, maybe during the next test.
 fn allocations_during(f: impl FnOnce()) -> usize {
+    let watch = |on: bool| {
+        WATCHED.set(on);
+        rayon::broadcast(|_| WATCHED.set(on));
+    };
+    watch(true);
     let before = ALLOCATIONS.load(Ordering::SeqCst);
     f();
-    ALLOCATIONS.load(Ordering::SeqCst) - before
+    let n = ALLOCATIONS.load(Ordering::SeqCst) - before;
+    watch(false);
+    n
 }
 
 #[test]
