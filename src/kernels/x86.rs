@@ -35,8 +35,17 @@ trait Elem: Copy + Sync {
 #[target_feature(enable = "avx2")]
 #[inline]
 pub(in crate::kernels) fn hsum8(v: __m256) -> f32 {
-    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    hsum4(_mm_add_ps(
+        _mm256_castps256_ps128(v),
+        _mm256_extractf128_ps(v, 1),
+    ))
+}
+
+/// The four lanes of `v` summed pairwise.
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(in crate::kernels) fn hsum4(v: __m128) -> f32 {
+    let s = _mm_add_ps(v, _mm_movehl_ps(v, v));
     _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
 }
 
