@@ -6,6 +6,7 @@
 //! ```text
 //! cargo run --release --example matvec_rates            # MB=512 PASSES=15 by default
 //! RAYON_NUM_THREADS=1 cargo run --release --example matvec_rates
+//! COLS=640 MB=178 cargo run --release --example matvec_rates  # Gemma 3 270M's LM head
 //! ```
 use llm_anatomy::bench::probes::read::{read_isa, xor_streams};
 use llm_anatomy::kernels::matmul::{Group, matmul_grouped};
@@ -35,10 +36,10 @@ fn rate(passes: usize, bytes: usize, mut f: impl FnMut()) -> (f64, f64) {
     (v[v.len() - 1], v[v.len() / 2])
 }
 
-/// `rows × COLS` weights of `ty` as stored bytes: 64 quantised rows repeated (the rate does
+/// `rows × cols` weights of `ty` as stored bytes: 64 quantised rows repeated (the rate does
 /// not depend on the values), or bf16 values.
-fn matrix_bytes(ty: GgmlType, rows: usize) -> Vec<u8> {
-    let w: Vec<f32> = (0..64 * COLS)
+fn matrix_bytes(ty: GgmlType, rows: usize, cols: usize) -> Vec<u8> {
+    let w: Vec<f32> = (0..64 * cols)
         .map(|i| ((i * 7919 % 211) as f32 - 105.0) / 300.0)
         .collect();
     let mut block = Vec::new();
@@ -74,8 +75,12 @@ fn matrix(ty: GgmlType, bytes: &[u8], rows: usize, cols: usize) -> Matrix<'_> {
 fn main() {
     let (mb, passes) = (env_or("MB", 512), env_or("PASSES", 15));
     let threads = rayon::current_num_threads();
-    println!("{threads} thread(s), {mb} MiB matrices of {COLS} columns, best / median of {passes}");
-    let x: Vec<f32> = (0..8 * COLS)
+    // The one-token matmuls' row length (a multiple of 256); the experts keep theirs.
+    let width = env_or("COLS", COLS);
+    println!(
+        "{threads} thread(s), {mb} MiB matrices of {width} columns, best / median of {passes}"
+    );
+    let x: Vec<f32> = (0..8 * COLS.max(width))
         .map(|i| ((i * 53 % 97) as f32 - 48.0) / 32.0)
         .collect();
     for ty in [
@@ -85,12 +90,12 @@ fn main() {
         GgmlType::Q6_K,
         GgmlType::Q4_1,
     ] {
-        let row_bytes = ty.row_bytes(COLS as u64).expect("row size") as usize;
+        let row_bytes = ty.row_bytes(width as u64).expect("row size") as usize;
         let rows = (mb << 20) / row_bytes;
-        let bytes = matrix_bytes(ty, rows);
-        let m = matrix(ty, &bytes, rows, COLS);
+        let bytes = matrix_bytes(ty, rows, width);
+        let m = matrix(ty, &bytes, rows, width);
         let mut out = vec![0.0f32; rows];
-        let (best, median) = rate(passes, bytes.len(), || m.matmul(&x[..COLS], &mut out));
+        let (best, median) = rate(passes, bytes.len(), || m.matmul(&x[..width], &mut out));
         println!(
             "{:>5} one-token matmul: {best:5.1} / {median:5.1} GB/s",
             ty.name()
@@ -113,7 +118,7 @@ fn main() {
     // Eight of 128 experts, one token each, as one grouped call (bf16 gate/up, then down).
     for (rows, cols) in [(768, 2048), (2048, 768)] {
         let per = rows * cols * 2;
-        let bytes = matrix_bytes(GgmlType::Bf16, 128 * rows * cols / COLS);
+        let bytes = matrix_bytes(GgmlType::Bf16, 128 * rows * cols / COLS, COLS);
         let groups: Vec<Group> = (0..8)
             .map(|i| Group {
                 matrix: i,

@@ -12,7 +12,7 @@ use super::dispatch::{self, GroupedKernel, GroupedPlan};
 use super::policy::current;
 use super::quant::tiles::{self as quant_tiles, MAX_ROWS, MAX_TILE_TOKENS};
 use super::quant::{self, ActRow, QuantizedRows};
-use super::{Matrix, Out, OutPtr, PANEL, ROW_BLOCK, WeightData, dot, x86};
+use super::{DECODE_ROW_BLOCK, Matrix, Out, OutPtr, PANEL, ROW_BLOCK, WeightData, dot, x86};
 use std::ops::Range;
 
 mod panels;
@@ -217,7 +217,8 @@ fn run_jobs<'w>(
     jobs: &Jobs,
 ) {
     let (rows, cols) = (matrix(groups[0].matrix).rows, matrix(groups[0].matrix).cols);
-    let blocks = rows.div_ceil(ROW_BLOCK);
+    let block_rows = jobs.rows_per_job(groups);
+    let blocks = rows.div_ceil(block_rows);
     let dst = OutPtr(out.as_mut_ptr());
     let work = |job: usize| {
         let g = groups[job / blocks];
@@ -230,8 +231,8 @@ fn run_jobs<'w>(
             "matmul: matrix {} shape",
             g.matrix
         );
-        let r0 = job % blocks * ROW_BLOCK;
-        let r1 = (r0 + ROW_BLOCK).min(rows);
+        let r0 = job % blocks * block_rows;
+        let r1 = (r0 + block_rows).min(rows);
         let o = Out {
             // The group's output rows start `first_out · rows` floats into `out` (checked
             // above to lie inside it), so this is the address `add` would give.
@@ -239,7 +240,7 @@ fn run_jobs<'w>(
             stride: rows,
             r0,
         };
-        // SAFETY: this job owns rows r0..r1 (at most ROW_BLOCK, inside `rows`) of the
+        // SAFETY: this job owns rows r0..r1 (at most `block_rows`, inside `rows`) of the
         // group's g.n output rows, which lie inside `out` and no other job writes (the
         // other jobs own other row blocks or other groups' disjoint rows, checked by
         // `check_groups`): the contract of `Out::set`, which `block` passes on.
@@ -269,6 +270,17 @@ impl<'a> Jobs<'a> {
             panels,
             acts,
             bf16,
+        }
+    }
+
+    /// Rows a job takes: [`DECODE_ROW_BLOCK`] when every group is one token (or none) and
+    /// its kernels take any number of rows (not the native bf16 ones), else [`ROW_BLOCK`].
+    fn rows_per_job(&self, groups: &[Group]) -> usize {
+        let native = matches!(self.plan.kernel, GroupedKernel::NativeBf16(_));
+        if !native && groups.iter().all(|g| g.n <= 1) {
+            DECODE_ROW_BLOCK
+        } else {
+            ROW_BLOCK
         }
     }
 
@@ -395,7 +407,7 @@ fn vnni_rows(
 }
 
 /// A decode step (one token): the row kernels of `quant::decode` over rows `r` (at most
-/// [`ROW_BLOCK`]), checked once for them all, the 512-bit ones if `vnni` allows them;
+/// [`DECODE_ROW_BLOCK`]), checked once for them all, the 512-bit ones if `vnni` allows them;
 /// false, having written nothing, when `ty` has none on this CPU or the group has more
 /// than one token.
 #[allow(clippy::too_many_arguments)]
@@ -412,7 +424,7 @@ fn decode_rows(
     if g.n != 1 {
         return false;
     }
-    let mut v = [0.0f32; ROW_BLOCK];
+    let mut v = [0.0f32; DECODE_ROW_BLOCK];
     let v = &mut v[..r.len()];
     let rows = &bytes[r.start * row_bytes..r.end * row_bytes];
     if !quant::decode::dot_rows(ty, rows, row_bytes, acts.row(g.first_in), v, vnni) {

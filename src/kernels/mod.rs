@@ -392,6 +392,10 @@ struct Out {
 /// Output rows handed to one rayon task (large enough to amortise scheduling, small
 /// enough that both cores get many tasks and the row block stays in L2).
 const ROW_BLOCK: usize = 32;
+
+/// Output rows of a decode task (every group one token, rows read once): a task's row
+/// streams start cold, so bigger tasks read faster (`examples/matvec_rates`).
+const DECODE_ROW_BLOCK: usize = 64;
 /// Tokens per input panel: two 16-lane vectors.
 const PANEL: usize = 32;
 
