@@ -165,7 +165,8 @@ mod avx2 {
             row_bytes,
             out,
             |r, v| *v = q8_0(r, x),
-            |r| q8_0([r], x)[0],
+            // The last rows of a task (rows % 4), rare: one row in all four places.
+            |r| q8_0([r; STREAMS], x)[0],
         );
     }
 
@@ -375,13 +376,22 @@ mod avx2 {
     }
 
     /// Q8_0: per block `dw · [dx₀ ×4, dx₁ ×4] · Σ w·x̂` (lanes 0..4 of `vpmaddwd` hold
-    /// the first 16 values' products, 4..8 the last 16's). `R` rows at once.
+    /// the first 16 values' products, 4..8 the last 16's), four rows at once. The four
+    /// rows' `dw` are widened by one F16C conversion and multiplied by both activation
+    /// steps in one register, `[dw₀..₃·dx₀, dw₀..₃·dx₁]`, from which one permutation a row
+    /// spreads its own pair (instead of a conversion, a broadcast and a product per row).
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    fn q8_0<const R: usize>(rows: [&[u8]; R], x: ActRow) -> [f32; R] {
+    fn q8_0(rows: [&[u8]; 4], x: ActRow) -> [f32; 4] {
         let ones = _mm256_set1_epi16(1);
         let halves = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-        let mut acc = [_mm256_setzero_ps(); R];
+        let spread: [__m256i; 4] = std::array::from_fn(|k| {
+            _mm256_add_epi32(
+                _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4),
+                _mm256_set1_epi32(k as i32),
+            )
+        });
+        let mut acc = [_mm256_setzero_ps(); 4];
         // Fixed-size chunks, so the compiler sees every slice's length.
         let blocks = rows.map(|r| r.as_chunks::<34>().0);
         let xs = x.qs.as_chunks::<32>().0.iter().zip(x.d.as_chunks::<2>().0);
@@ -392,18 +402,24 @@ mod avx2 {
             // The block's two activation steps, [d₀ ×4, d₁ ×4].
             let dx =
                 _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_castsi128_ps(pair)), halves);
-            for k in 0..R {
-                let blk = &blocks[k][b];
+            let blk = std::array::from_fn::<_, 4, _>(|k| &blocks[k][b]);
+            let dw = blk.map(|b| u16::from_le_bytes([b[0], b[1]]) as u64);
+            let dw = _mm_cvtph_ps(_mm_cvtsi64_si128(
+                (dw[0] | dw[1] << 16 | dw[2] << 32 | dw[3] << 48) as i64,
+            ));
+            let scales = _mm256_mul_ps(_mm256_set_m128(dw, dw), dx);
+            for k in 0..4 {
                 if b % 2 == 0 {
-                    prefetch(blk.as_ptr(), 68);
+                    prefetch(blk[k].as_ptr(), 68);
                 }
-                let w = load32(&blk[2..]);
+                let w = load32(&blk[k][2..]);
                 let p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w));
                 let s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-                acc[k] = _mm256_fmadd_ps(s, _mm256_mul_ps(f16_splat(blk), dx), acc[k]);
+                let scale = _mm256_permutevar8x32_ps(scales, spread[k]);
+                acc[k] = _mm256_fmadd_ps(s, scale, acc[k]);
             }
         }
-        std::array::from_fn(|k| hsum8(acc[k]))
+        acc.map(|a| hsum8(a))
     }
 
     /// Q4_K: lane `s` of the row's accumulator collects sub-block `s` of every 256-weight
