@@ -273,7 +273,7 @@ mod avx2 {
         rows: [&[u8]; R],
         x: ActRow,
     ) -> [f32; R] {
-        const { assert!(R % 2 == 0, "legacy decode rows come in pairs") };
+        const { assert!(R.is_multiple_of(2), "legacy decode rows come in pairs") };
         let ones = _mm256_set1_epi16(1);
         let m4 = _mm256_set1_epi8(0x0f);
         let offset = _mm256_set1_epi8(if FIVE { 16 } else { 8 });
