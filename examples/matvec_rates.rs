@@ -89,8 +89,13 @@ fn main() {
         GgmlType::Q4_K,
         GgmlType::Q6_K,
         GgmlType::Q4_1,
+        GgmlType::Q5_0,
     ] {
-        let row_bytes = ty.row_bytes(width as u64).expect("row size") as usize;
+        // Rows of `width` columns hold whole blocks of this type, or it is skipped.
+        let Some(row_bytes) = ty.row_bytes(width as u64) else {
+            continue;
+        };
+        let row_bytes = row_bytes as usize;
         let rows = (mb << 20) / row_bytes;
         let bytes = matrix_bytes(ty, rows, width);
         let m = matrix(ty, &bytes, rows, width);

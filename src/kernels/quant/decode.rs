@@ -276,7 +276,11 @@ mod avx2 {
         const { assert!(R.is_multiple_of(2), "legacy decode rows come in pairs") };
         let ones = _mm256_set1_epi16(1);
         let m4 = _mm256_set1_epi8(0x0f);
-        let offset = _mm256_set1_epi8(if FIVE { 16 } else { 8 });
+        let (eight, sixteen, high) = (
+            _mm256_set1_epi8(8),
+            _mm256_set1_epi8(16),
+            _mm256_set1_epi8(0xF0u8 as i8),
+        );
         // Lane 0 of a pair's [d₀, m₀, d₁, m₁] for the first row's four lanes, lane 2 for
         // the second's.
         let spread = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2);
@@ -288,6 +292,7 @@ mod avx2 {
             // The first and the last 16 activations, each in both halves.
             let x_lo = _mm256_broadcastsi128_si256(load16(&xq[..16]));
             let x_hi = _mm256_broadcastsi128_si256(load16(&xq[16..]));
+            let (x_lo_abs, x_hi_abs) = (_mm256_abs_epi8(x_lo), _mm256_abs_epi8(x_hi));
             let dx_dsum = _mm_setr_ps(dx, dsum, dx, dsum);
             for p in 0..R / 2 {
                 let (ba, bb) = (&blocks[2 * p][b], &blocks[2 * p + 1][b]);
@@ -302,9 +307,25 @@ mod avx2 {
                     let qh = |blk: &[u8; BYTES]| {
                         u32::from_le_bytes([blk[QS - 4], blk[QS - 3], blk[QS - 2], blk[QS - 1]])
                     };
-                    let (flo, fhi) = fifth_bits_pair(qh(ba), qh(bb));
-                    lo = _mm256_or_si256(lo, flo);
-                    hi = _mm256_or_si256(hi, fhi);
+                    let (set_lo, set_hi) = fifth_bits_pair(qh(ba), qh(bb));
+                    // With a minimum the fifth bit adds 16; without, a clear fifth bit makes
+                    // the byte q − 16 < 0 as a signed byte (high nibble 0xF), a set one q − 16
+                    // = the low nibble.
+                    let (lo_bits, hi_bits) = if MIN {
+                        (
+                            _mm256_and_si256(set_lo, sixteen),
+                            _mm256_and_si256(set_hi, sixteen),
+                        )
+                    } else {
+                        (
+                            _mm256_andnot_si256(set_lo, high),
+                            _mm256_andnot_si256(set_hi, high),
+                        )
+                    };
+                    lo = _mm256_or_si256(lo, lo_bits);
+                    hi = _mm256_or_si256(hi, hi_bits);
+                } else if !MIN {
+                    (lo, hi) = (_mm256_sub_epi8(lo, eight), _mm256_sub_epi8(hi, eight));
                 }
                 let pairs = if MIN {
                     // q ≤ 31 unsigned: each sum at most 2·(2·31·127) = 15748.
@@ -313,11 +334,11 @@ mod avx2 {
                         _mm256_maddubs_epi16(hi, x_hi),
                     )
                 } else {
-                    // |w| ≤ 16, moved onto x̂'s sign: each sum at most 2·(2·16·127) = 8128.
-                    let (wl, wh) = (_mm256_sub_epi8(lo, offset), _mm256_sub_epi8(hi, offset));
+                    // |x̂| by w carrying x̂'s sign (|w| ≤ 16, so negating it is exact): each
+                    // sum at most 2·(2·16·127) = 8128.
                     _mm256_add_epi16(
-                        _mm256_maddubs_epi16(_mm256_sign_epi8(wl, wl), _mm256_sign_epi8(x_lo, wl)),
-                        _mm256_maddubs_epi16(_mm256_sign_epi8(wh, wh), _mm256_sign_epi8(x_hi, wh)),
+                        _mm256_maddubs_epi16(x_lo_abs, _mm256_sign_epi8(lo, x_lo)),
+                        _mm256_maddubs_epi16(x_hi_abs, _mm256_sign_epi8(hi, x_hi)),
                     )
                 };
                 let s = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
@@ -355,8 +376,8 @@ mod avx2 {
         })
     }
 
-    /// The fifth bits of two blocks, as `0x10` bytes: the first 16 weights of both blocks
-    /// (block `a`'s in the low half) and their last 16.
+    /// The fifth bits of two blocks, as byte masks (0xFF where set): the first 16 weights
+    /// of both blocks (block `a`'s in the low half) and their last 16.
     #[target_feature(enable = "avx2")]
     #[inline]
     fn fifth_bits_pair(a: u32, b: u32) -> (__m256i, __m256i) {
@@ -367,11 +388,8 @@ mod avx2 {
         );
         let which_hi = _mm256_add_epi8(which_lo, _mm256_set1_epi8(2));
         let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
-        let fifth = _mm256_set1_epi8(0x10);
-        let expand = |which| {
-            let set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(v, which), bit), bit);
-            _mm256_and_si256(set, fifth)
-        };
+        let expand =
+            |which| _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(v, which), bit), bit);
         (expand(which_lo), expand(which_hi))
     }
 
