@@ -275,12 +275,6 @@ mod avx2 {
     ) -> [f32; R] {
         const { assert!(R.is_multiple_of(2), "legacy decode rows come in pairs") };
         let ones = _mm256_set1_epi16(1);
-        let m4 = _mm256_set1_epi8(0x0f);
-        let (eight, sixteen, high) = (
-            _mm256_set1_epi8(8),
-            _mm256_set1_epi8(16),
-            _mm256_set1_epi8(0xF0u8 as i8),
-        );
         // Lane 0 of a pair's [d₀, m₀, d₁, m₁] for the first row's four lanes, lane 2 for
         // the second's.
         let spread = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2);
@@ -300,33 +294,7 @@ mod avx2 {
                     prefetch(ba.as_ptr(), 2 * BYTES);
                     prefetch(bb.as_ptr(), 2 * BYTES);
                 }
-                let packed = _mm256_set_m128i(load16(&bb[QS..]), load16(&ba[QS..]));
-                let mut lo = _mm256_and_si256(packed, m4);
-                let mut hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), m4);
-                if FIVE {
-                    let qh = |blk: &[u8; BYTES]| {
-                        u32::from_le_bytes([blk[QS - 4], blk[QS - 3], blk[QS - 2], blk[QS - 1]])
-                    };
-                    let (set_lo, set_hi) = fifth_bits_pair(qh(ba), qh(bb));
-                    // With a minimum the fifth bit adds 16; without, a clear fifth bit makes
-                    // the byte q − 16 < 0 as a signed byte (high nibble 0xF), a set one q − 16
-                    // = the low nibble.
-                    let (lo_bits, hi_bits) = if MIN {
-                        (
-                            _mm256_and_si256(set_lo, sixteen),
-                            _mm256_and_si256(set_hi, sixteen),
-                        )
-                    } else {
-                        (
-                            _mm256_andnot_si256(set_lo, high),
-                            _mm256_andnot_si256(set_hi, high),
-                        )
-                    };
-                    lo = _mm256_or_si256(lo, lo_bits);
-                    hi = _mm256_or_si256(hi, hi_bits);
-                } else if !MIN {
-                    (lo, hi) = (_mm256_sub_epi8(lo, eight), _mm256_sub_epi8(hi, eight));
-                }
+                let (lo, hi) = legacy_weights::<BYTES, QS, FIVE, MIN>(ba, bb);
                 let pairs = if MIN {
                     // q ≤ 31 unsigned: each sum at most 2·(2·31·127) = 15748.
                     _mm256_add_epi16(
@@ -354,26 +322,65 @@ mod avx2 {
                 }
             }
         }
-        std::array::from_fn(|k| {
-            let (v, half) = (acc[k / 2], k % 2);
-            let four = if half == 0 {
-                _mm256_castps256_ps128(v)
-            } else {
-                _mm256_extractf128_ps(v, 1)
+        std::array::from_fn(|k| pair_sum::<MIN>(acc[k / 2], acc_min[k / 2], k % 2))
+    }
+
+    /// The weights of one block of rows `a` and `b` as bytes, the first 16 of both blocks
+    /// (block `a`'s in the low half) and their last 16: unsigned `q` with a minimum,
+    /// signed `q − 8` or `q − 16` without.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn legacy_weights<const BYTES: usize, const QS: usize, const FIVE: bool, const MIN: bool>(
+        a: &[u8; BYTES],
+        b: &[u8; BYTES],
+    ) -> (__m256i, __m256i) {
+        let m4 = _mm256_set1_epi8(0x0f);
+        let packed = _mm256_set_m128i(load16(&b[QS..]), load16(&a[QS..]));
+        let lo = _mm256_and_si256(packed, m4);
+        let hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), m4);
+        if FIVE {
+            let qh = |blk: &[u8; BYTES]| {
+                u32::from_le_bytes([blk[QS - 4], blk[QS - 3], blk[QS - 2], blk[QS - 1]])
             };
-            let sum = hsum4(four);
-            if MIN {
-                // m·dsum sits in lane 1 (first row) or lane 3 (second).
-                let lanes = acc_min[k / 2];
-                sum + if half == 0 {
-                    _mm_cvtss_f32(_mm_movehdup_ps(lanes))
+            let (set_lo, set_hi) = fifth_bits_pair(qh(a), qh(b));
+            // With a minimum the fifth bit adds 16; without, a clear fifth bit makes the
+            // byte q − 16 < 0 as a signed byte (high nibble 0xF), a set one q − 16 = the
+            // low nibble.
+            let bits = |set| {
+                if MIN {
+                    _mm256_and_si256(set, _mm256_set1_epi8(16))
                 } else {
-                    _mm_cvtss_f32(_mm_shuffle_ps(lanes, lanes, 3))
+                    _mm256_andnot_si256(set, _mm256_set1_epi8(0xF0u8 as i8))
                 }
-            } else {
-                sum
-            }
-        })
+            };
+            (
+                _mm256_or_si256(lo, bits(set_lo)),
+                _mm256_or_si256(hi, bits(set_hi)),
+            )
+        } else if MIN {
+            (lo, hi)
+        } else {
+            let eight = _mm256_set1_epi8(8);
+            (_mm256_sub_epi8(lo, eight), _mm256_sub_epi8(hi, eight))
+        }
+    }
+
+    /// Row `half` (0 or 1) of a pair's sums: its four lanes of `acc`, plus, with a minimum,
+    /// its `m·dsum` (lane 1 of `acc_min` for the first row, lane 3 for the second).
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn pair_sum<const MIN: bool>(acc: __m256, acc_min: __m128, half: usize) -> f32 {
+        let four = if half == 0 {
+            _mm256_castps256_ps128(acc)
+        } else {
+            _mm256_extractf128_ps(acc, 1)
+        };
+        let min = match (MIN, half) {
+            (false, _) => 0.0,
+            (true, 0) => _mm_cvtss_f32(_mm_movehdup_ps(acc_min)),
+            (true, _) => _mm_cvtss_f32(_mm_shuffle_ps(acc_min, acc_min, 3)),
+        };
+        hsum4(four) + min
     }
 
     /// The fifth bits of two blocks, as byte masks (0xFF where set): the first 16 weights
