@@ -12,6 +12,7 @@ pub mod read;
 use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 use crate::kernels::Matrix;
+use crate::kernels::scratch::HugeScratch;
 use read::{ReadIsa, xor_streams};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -92,9 +93,15 @@ const STREAMS: [(&str, ReadFn); 5] = [
 /// part, with the widest loads ([`read::read_isa`]): returns (every pattern, triad GB/s).
 pub fn stream(threads: usize, bytes: usize) -> (Vec<ReadPattern>, f64) {
     let n = (bytes / 4 / 3).max(1 << 16);
-    let b: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
-    let c: Vec<f32> = (0..n).map(|i| (i % 5) as f32).collect();
-    let mut a = vec![0.0f32; n];
+    // Huge pages where the system grants them, as the weights have: on 4 KiB pages the
+    // probe's TLB misses made it slower than a decode step reading mapped weights.
+    let mut scratch: [HugeScratch; 3] = Default::default();
+    let [sa, sb, sc] = &mut scratch;
+    let (a, b, c) = (sa.floats(n), sb.floats(n), sc.floats(n));
+    for (i, (b, c)) in b.iter_mut().zip(c.iter_mut()).enumerate() {
+        (*b, *c) = ((i % 7) as f32, (i % 5) as f32);
+    }
+    let (b, c): (&[f32], &[f32]) = (b, c);
     let chunk = n.div_ceil(threads);
     let isa = read::read_isa();
     let (bw, cw): (&[u32], &[u32]) = (bytemuck::cast_slice(&b), bytemuck::cast_slice(&c));

@@ -31,7 +31,7 @@ pub mod matmul;
 pub mod policy;
 pub mod quant;
 #[cfg(target_arch = "x86_64")]
-mod scratch;
+pub(crate) mod scratch;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

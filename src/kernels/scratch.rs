@@ -1,7 +1,9 @@
 //! Per-thread f32 scratch in memory advised for transparent huge pages, for the weight
 //! rows a kernel dequantises once and then reads many times: the register tiles read 32
 //! such rows against as many token rows, and with 2048-float rows they ran at well under
-//! half their speed on 4 KiB pages (`examples/matmul_gflops.rs`).
+//! half their speed on 4 KiB pages (`examples/matmul_gflops.rs`). The bench's read probe
+//! takes its buffers here too, so it reads through the same pages as the weights it is
+//! the ceiling of (the loader maps files for huge pages).
 
 use memmap2::MmapMut;
 
@@ -11,7 +13,7 @@ const HUGE: usize = 2 << 20;
 /// A growable f32 buffer, in an anonymous mapping advised for huge pages when one could be
 /// made, else on the heap.
 #[derive(Default)]
-pub(super) struct HugeScratch {
+pub(crate) struct HugeScratch {
     map: Option<MmapMut>,
     heap: Vec<f32>,
     /// The system refused a mapping once: the heap serves from then on, without a system
@@ -22,7 +24,7 @@ pub(super) struct HugeScratch {
 impl HugeScratch {
     /// `len` floats for the caller to overwrite (zero, or what an earlier call left),
     /// reusing the buffer when it is large enough.
-    pub(super) fn floats(&mut self, len: usize) -> &mut [f32] {
+    pub(crate) fn floats(&mut self, len: usize) -> &mut [f32] {
         let bytes = len.checked_mul(4).filter(|_| !self.refused);
         if let Some(bytes) = bytes {
             let fits = |m: &MmapMut| m.len() >= bytes.saturating_add(HUGE);
