@@ -104,7 +104,7 @@ pub fn stream(threads: usize, bytes: usize) -> (Vec<ReadPattern>, f64) {
     let (b, c): (&[f32], &[f32]) = (b, c);
     let chunk = n.div_ceil(threads);
     let isa = read::read_isa();
-    let (bw, cw): (&[u32], &[u32]) = (bytemuck::cast_slice(&b), bytemuck::cast_slice(&c));
+    let (bw, cw): (&[u32], &[u32]) = (bytemuck::cast_slice(b), bytemuck::cast_slice(c));
     let mut best = [0.0f64; STREAMS.len()];
     let mut sink = 0u32;
     for _ in 0..PASSES {
