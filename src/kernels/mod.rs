@@ -30,7 +30,6 @@ pub mod gemm;
 pub mod matmul;
 pub mod policy;
 pub mod quant;
-#[cfg(target_arch = "x86_64")]
 pub(crate) mod scratch;
 #[cfg(target_arch = "x86_64")]
 mod x86;
