@@ -75,8 +75,10 @@ fn matrix(ty: GgmlType, bytes: &[u8], rows: usize, cols: usize) -> Matrix<'_> {
 fn main() {
     let (mb, passes) = (env_or("MB", 512), env_or("PASSES", 15));
     let threads = rayon::current_num_threads();
-    // The one-token matmuls' row length (a multiple of 256); the experts keep theirs.
+    // The one-token matmuls' row length; a type whose blocks do not divide it is skipped,
+    // and the experts keep theirs.
     let width = env_or("COLS", COLS);
+    assert!(width > 0, "COLS must be at least one block");
     println!(
         "{threads} thread(s), {mb} MiB matrices of {width} columns, best / median of {passes}"
     );

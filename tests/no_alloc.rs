@@ -15,9 +15,11 @@ struct Counting;
 static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
-    /// Whether this thread's allocations count: the tests' own threads and their pools'
-    /// workers, not the harness's main thread, which allocates whenever another test of
-    /// this file finishes (its result line), at any moment of a measurement.
+    /// Whether this thread's allocations count: the measuring test's thread and its pool's
+    /// workers, while it measures. Not the harness's threads, nor a finished test's thread
+    /// and pool winding down, which allocate at any moment of another test's measurement.
+    /// (A thread the measured code spawned itself would not count either; the engine
+    /// spawns none.)
     static WATCHED: Cell<bool> = const { Cell::new(false) };
 }
 

@@ -29,8 +29,8 @@ pub const INT8_MAX_TOKENS: usize = 4;
 /// AVX2-only CPUs measured (VNNI CPUs take the row lanes instead), by
 /// `examples/matmul_gflops` at 2–64 tokens: at 12 tokens Q8_0's int8 tiles ran about a
 /// third faster than the outer-product panels, at 16 level with them (chapter 10's
-/// Reproducing page has the figures and the CPU). Q4_K and Q6_K, which have AVX2 row lanes, keep
-/// every group on the int8 path.
+/// Reproducing page has the figures and the CPU). Q4_K and Q6_K, which have AVX2 row
+/// lanes, keep every group on the int8 path.
 pub const INT8_TILED_MAX_TOKENS: usize = 12;
 
 /// With the VNNI kernels, groups take the int8 path up to this many token rows, that is,
