@@ -223,6 +223,28 @@ impl Tokenizer {
     }
     // ANCHOR_END: encode
 
+    /// The distinct bytes of `text` (outside added tokens) that this vocabulary has no
+    /// token for, which [`Tokenizer::encode`] leaves out as llama.cpp does (SmolLM2's GGUF
+    /// lacks a few control characters). For a SentencePiece vocabulary: the bytes of
+    /// characters that are no token and whose byte has no `<0xXX>` token. Empty whenever
+    /// every byte has a token.
+    pub fn bytes_without_token(&self, text: &str) -> Vec<u8> {
+        let mut missing = [false; 256];
+        for segment in self.added.split(text) {
+            let Segment::Text(t) = segment else { continue };
+            match &self.spm {
+                Some(spm) => spm.mark_bytes_without_token(t, &mut missing),
+                None if self.vocab.missing_bytes => {
+                    for b in t.bytes() {
+                        missing[b as usize] |= self.vocab.byte_id(b) == vocab::NO_BYTE;
+                    }
+                }
+                None => {}
+            }
+        }
+        (0..=255u8).filter(|&b| missing[b as usize]).collect()
+    }
+
     /// llama.cpp's `tokenize(text, parse_special)`: with `parse_special` false, the
     /// special (control) tokens are plain characters but the other added tokens are
     /// still matched.

@@ -94,6 +94,21 @@ impl Spm {
         self.bytes_of.get(&id)
     }
 
+    /// Marks the bytes of the characters of `text` that are no token and fall back to a
+    /// byte with no `<0xXX>` token (what [`Spm::encode`] leaves out).
+    pub fn mark_bytes_without_token(&self, text: &str, missing: &mut [bool; 256]) {
+        let mut buf = [0u8; 4];
+        for c in text.chars() {
+            let c = if c == ' ' { SPACE_MARK } else { c };
+            let s = c.encode_utf8(&mut buf);
+            if !self.ids.contains_key(&*s) {
+                for b in s.bytes() {
+                    missing[b as usize] |= self.byte_ids[b as usize] == NO_BYTE;
+                }
+            }
+        }
+    }
+
     /// Appends the ids of `text` (no added tokens in it); `prefix_space` when the text
     /// starts the input or follows an added token.
     pub fn encode(&self, text: &str, prefix_space: bool, out: &mut Vec<u32>) {

@@ -97,6 +97,51 @@ fn gemma3_tokenizes_as_llama_cpp() {
     );
 }
 
+/// SmolLM2's vocabulary lacks a few control bytes: where llama.cpp's detokenized text
+/// differs from the input, the bytes it lost are exactly those `bytes_without_token`
+/// reports (and `anatomy tokenize` notes on stderr); where nothing is reported, nothing
+/// was lost.
+#[test]
+fn smollm2_reports_the_bytes_llama_cpp_leaves_out() {
+    let file = "smollm2-135m-instruct-q4_1.gguf";
+    let Some(path) = real_model_path(file, "smollm2_reports_the_bytes_llama_cpp_leaves_out") else {
+        return;
+    };
+    let v = gguf_vocab::open(&path).expect("the model's tokenizer reads");
+    let mut reported = 0;
+    // The file does not ask for a BOS, so `add_bos` adds nothing to these ids.
+    for case in &fixture("smollm2").cases {
+        let lost = v.tokenizer.bytes_without_token(&case.text);
+        let kept: Vec<u8> = (case.text.bytes()).filter(|b| !lost.contains(b)).collect();
+        if case.special || lost.is_empty() {
+            // Control tokens in the text are matched whole, whatever their bytes.
+            assert!(
+                lost.is_empty() || case.detokenized == kept,
+                "{:?}",
+                case.text
+            );
+            if lost.is_empty() {
+                assert_eq!(case.detokenized, case.text.as_bytes(), "{:?}", case.text);
+            }
+        } else {
+            assert_eq!(case.detokenized, kept, "{:?} lost {lost:?}", case.text);
+        }
+        reported += usize::from(!lost.is_empty());
+    }
+    assert!(reported > 0, "no case has a byte without a token");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_anatomy"))
+        .args(["tokenize", "--vocab"])
+        .arg(&path)
+        .arg("a\u{4}b")
+        .output()
+        .expect("anatomy runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && err.contains("byte 0x04") && err.contains(file),
+        "{err}"
+    );
+}
+
 #[test]
 fn fixtures_belong_to_the_files() {
     for (name, file) in [

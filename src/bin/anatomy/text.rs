@@ -39,6 +39,20 @@ pub fn tokenize(args: TokenizeArgs) -> anyhow::Result<()> {
     let mut tok = vocab_or_default(args.vocab.as_deref(), None)?;
     tok.nfc = (tok.nfc || args.nfc) && !args.no_nfc;
     let mut ids = tok.encode(&args.text)?;
+    let lost = tok.bytes_without_token(&args.text);
+    if !lost.is_empty() {
+        let bytes: Vec<String> = lost.iter().map(|b| format!("0x{b:02x}")).collect();
+        let (what, them) = if lost.len() == 1 {
+            ("byte", "it is")
+        } else {
+            ("bytes", "they are")
+        };
+        eprintln!(
+            "note: {} has no token for {what} {} of the text; {them} left out of the ids, as llama.cpp leaves them out",
+            tok.name,
+            bytes.join(", ")
+        );
+    }
     // A GGUF file that says `add_bos_token` gets its BOS first, as llama.cpp tokenizes.
     if let Some(file) = args.vocab.as_deref().filter(|p| qwen3::is_gguf(p)) {
         let vocab = tokenizer::gguf_vocab::open(file)?;
