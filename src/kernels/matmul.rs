@@ -548,7 +548,10 @@ mod tests {
             // The panel kernel: columns not a multiple of 16 or of its column block,
             // partial panels (one of at most 16 tokens: the AVX2 kernel's single half),
             // row blocks that end in an odd row (its padded tile), the AVX2 threshold
-            // (12), AVX-512's for f32 (24) and for the others (40).
+            // (12), AVX-512's for f32 (24) and for the others (40); a last 1–8 tokens of a
+            // panel (AVX2's 8-token tile) under row blocks of 31 and 5 rows.
+            (31, 40, 21),
+            (5, 33, 17),
             (33, 150, 45),
             (50, 16, 24),
             (9, 300, 40),

@@ -471,6 +471,15 @@ pub(super) unsafe fn gemm_block_avx2(
         (count, i) = (count + 1, i + mr);
     }
     let tiles = &tiles[..count];
+    // The 8-token tile's rows: twelves, then the rest rounded up to even (its 12
+    // accumulators take one input load a column where the 16-token tile takes two).
+    let mut narrow = [(0, 0); ROW_BLOCK];
+    let mut narrow_count = 0;
+    for i in (0..nr).step_by(12) {
+        narrow[narrow_count] = (i, (nr - i).min(12).next_multiple_of(2));
+        narrow_count += 1;
+    }
+    let narrow = &narrow[..narrow_count];
     WIDE_ROWS.with_borrow_mut(|wide| {
         // Rows padded with a zero row to an even count (the smallest tile has 2), each
         // row's stride padded as in `gemm_block` (columns past `cols` are never read).
@@ -493,7 +502,9 @@ pub(super) unsafe fn gemm_block_avx2(
             .enumerate()
         {
             let tokens = (n - p * PANEL).min(PANEL);
-            let halves = if tokens > PANEL / 2 { 2 } else { 1 };
+            // Whole sixteens, and a last eight or fewer by the narrow tile.
+            let narrow_tail = matches!(tokens % (PANEL / 2), 1..=8);
+            let halves = tokens / (PANEL / 2) + usize::from(matches!(tokens % (PANEL / 2), 9..));
             for row in &mut sums {
                 row.fill(0.0);
             }
@@ -508,6 +519,21 @@ pub(super) unsafe fn gemm_block_avx2(
                             6 => tile_avx2(std::array::from_fn::<_, 6, _>(a), x, at, &mut sums),
                             4 => tile_avx2(std::array::from_fn::<_, 4, _>(a), x, at, &mut sums),
                             _ => tile_avx2(std::array::from_fn::<_, 2, _>(a), x, at, &mut sums),
+                        }
+                    }
+                }
+                if narrow_tail {
+                    for &(i, mr) in narrow {
+                        let a = |m: usize| &wide[(i + m) * stride..][ks.clone()];
+                        let at = (i, halves * PANEL / 2);
+                        let s = &mut sums;
+                        match mr {
+                            12 => tile8_avx2(std::array::from_fn::<_, 12, _>(a), x, at, s),
+                            10 => tile8_avx2(std::array::from_fn::<_, 10, _>(a), x, at, s),
+                            8 => tile8_avx2(std::array::from_fn::<_, 8, _>(a), x, at, s),
+                            6 => tile8_avx2(std::array::from_fn::<_, 6, _>(a), x, at, s),
+                            4 => tile8_avx2(std::array::from_fn::<_, 4, _>(a), x, at, s),
+                            _ => tile8_avx2(std::array::from_fn::<_, 2, _>(a), x, at, s),
                         }
                     }
                 }
@@ -551,6 +577,32 @@ fn tile_avx2<const MR: usize>(
     for (m, acc) in acc.iter().enumerate() {
         store8(&mut sums[i + m][j0..], acc[0]);
         store8(&mut sums[i + m][j0 + 8..], acc[1]);
+    }
+}
+
+/// [`tile_avx2`] for 8 tokens: `sums[i + m][j0 + j] += Σ_k a[m][k] · x[k][j0 + j]` for
+/// `m < MR`, `j < 8`, each sum in column order with one FMA a step (the same bits).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn tile8_avx2<const MR: usize>(
+    a: [&[f32]; MR],
+    x: &[f32],
+    (i, j0): (usize, usize),
+    sums: &mut [[f32; PANEL]; ROW_BLOCK],
+) {
+    let x = x.as_chunks::<PANEL>().0;
+    assert!(a.iter().all(|a| a.len() == x.len()) && j0 + 8 <= PANEL);
+    let mut acc: [__m256; MR] = std::array::from_fn(|m| load8(&sums[i + m][j0..]));
+    for (k, x) in x.iter().enumerate() {
+        let x0 = load8(&x[j0..]);
+        for (acc, a) in acc.iter_mut().zip(&a) {
+            // SAFETY: k < x.len(), which is every row's length (asserted above).
+            let b = _mm256_set1_ps(unsafe { *a.get_unchecked(k) });
+            *acc = _mm256_fmadd_ps(b, x0, *acc);
+        }
+    }
+    for (m, acc) in acc.iter().enumerate() {
+        store8(&mut sums[i + m][j0..], *acc);
     }
 }
 
