@@ -337,6 +337,12 @@ fn quant_chunk(ty: GgmlType) -> usize {
 fn quant_row_slice(ty: GgmlType, bytes: &[u8], cols: usize, r: usize, c0: usize, out: &mut [f32]) {
     let (bs, block_bytes) = (ty.block_size(), ty.block_bytes());
     let row = &bytes[r * (cols / bs * block_bytes)..][..cols / bs * block_bytes];
+    if c0.is_multiple_of(bs) && out.len().is_multiple_of(bs) {
+        // Whole blocks (the panels widen whole rows) go straight into `out`.
+        let first = c0 / bs * block_bytes;
+        widen_blocks(ty, &row[first..first + out.len() / bs * block_bytes], out);
+        return;
+    }
     let chunk = quant_chunk(ty);
     let mut buf = [0.0f32; QK_K];
     let end = c0 + out.len();
@@ -354,6 +360,24 @@ fn quant_row_slice(ty: GgmlType, bytes: &[u8], cols: usize, r: usize, c0: usize,
         out[lo - c0..hi - c0].copy_from_slice(&buf[lo - start..hi - start]);
         start = stop;
     }
+}
+
+/// [`crate::quant::dequantize`] of whole blocks, compiled for AVX2 where the CPU has it
+/// (the same arithmetic, so the same values; the baseline build is SSE2).
+fn widen_blocks(ty: GgmlType, bytes: &[u8], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if policy::cpu().avx2_fma() {
+        // SAFETY: the CPU has AVX2, FMA and F16C (checked just above).
+        unsafe { widen_blocks_avx2(ty, bytes, out) };
+        return;
+    }
+    crate::quant::dequantize(ty, bytes, out);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn widen_blocks_avx2(ty: GgmlType, bytes: &[u8], out: &mut [f32]) {
+    crate::quant::dequantize(ty, bytes, out);
 }
 
 // ---- Views the kernels share (here, below matmul.rs, attention.rs and x86.rs, so those

@@ -70,6 +70,7 @@ pub const Q5_K_BYTES: usize = 2 + 2 + 12 + QK_K / 8 + QK_K / 2;
 /// ```
 pub const Q6_K_BYTES: usize = QK_K / 2 + QK_K / 4 + QK_K / 16 + 2;
 
+#[inline]
 // ANCHOR: dequantize_q4_k
 pub fn dequantize_q4_k(bytes: &[u8], out: &mut [f32]) {
     for (block, y) in bytes
@@ -95,6 +96,7 @@ pub fn dequantize_q4_k(bytes: &[u8], out: &mut [f32]) {
 }
 // ANCHOR_END: dequantize_q4_k
 
+#[inline]
 pub fn dequantize_q5_k(bytes: &[u8], out: &mut [f32]) {
     for (block, y) in bytes
         .chunks_exact(Q5_K_BYTES)
@@ -122,6 +124,7 @@ pub fn dequantize_q5_k(bytes: &[u8], out: &mut [f32]) {
     }
 }
 
+#[inline]
 pub fn dequantize_q6_k(bytes: &[u8], out: &mut [f32]) {
     for (block, y) in bytes
         .chunks_exact(Q6_K_BYTES)

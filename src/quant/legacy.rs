@@ -54,6 +54,7 @@ pub const Q8_0_BYTES: usize = 2 + QK;
 
 // ---------------------------------------------------------------- dequantisers
 
+#[inline]
 pub fn dequantize_q4_0(bytes: &[u8], out: &mut [f32]) {
     for (block, y) in bytes.chunks_exact(Q4_0_BYTES).zip(out.chunks_exact_mut(QK)) {
         let d = f16_at(block);
@@ -65,6 +66,7 @@ pub fn dequantize_q4_0(bytes: &[u8], out: &mut [f32]) {
     }
 }
 
+#[inline]
 pub fn dequantize_q4_1(bytes: &[u8], out: &mut [f32]) {
     for (block, y) in bytes.chunks_exact(Q4_1_BYTES).zip(out.chunks_exact_mut(QK)) {
         let d = f16_at(block);
@@ -77,6 +79,7 @@ pub fn dequantize_q4_1(bytes: &[u8], out: &mut [f32]) {
     }
 }
 
+#[inline]
 pub fn dequantize_q5_0(bytes: &[u8], out: &mut [f32]) {
     for (block, y) in bytes.chunks_exact(Q5_0_BYTES).zip(out.chunks_exact_mut(QK)) {
         let d = f16_at(block);
@@ -87,6 +90,7 @@ pub fn dequantize_q5_0(bytes: &[u8], out: &mut [f32]) {
     }
 }
 
+#[inline]
 pub fn dequantize_q5_1(bytes: &[u8], out: &mut [f32]) {
     for (block, y) in bytes.chunks_exact(Q5_1_BYTES).zip(out.chunks_exact_mut(QK)) {
         let d = f16_at(block);
@@ -112,6 +116,7 @@ fn q5_values(b: &[u8]) -> [u8; QK] {
     q
 }
 
+#[inline]
 // ANCHOR: dequantize_q8_0
 pub fn dequantize_q8_0(bytes: &[u8], out: &mut [f32]) {
     for (block, y) in bytes.chunks_exact(Q8_0_BYTES).zip(out.chunks_exact_mut(QK)) {

@@ -154,6 +154,7 @@ impl GgmlType {
 /// # Panics
 /// When `bytes.len()` is not exactly `ty.row_bytes(out.len())` — a programming error: callers
 /// check sizes (against the file) before they get here.
+#[inline]
 pub fn dequantize(ty: GgmlType, bytes: &[u8], out: &mut [f32]) {
     let want = ty.row_bytes(out.len() as u64);
     assert_eq!(
