@@ -34,8 +34,14 @@ fn gflops(m: &Matrix, rows: usize, cols: usize, n: usize, int8: bool) -> f64 {
 fn main() {
     // (rows, cols, token counts): an expert's matrix around the switch, and an attention
     // projection at 512 tokens. Each shape is quantised once per type.
-    let shapes: [(usize, usize, &[usize]); 2] =
-        [(768, 2048, &[16, 20, 24, 32, 40, 64]), (4096, 2048, &[512])];
+    let shapes: [(usize, usize, &[usize]); 2] = [
+        (
+            768,
+            2048,
+            &[2, 3, 4, 5, 7, 8, 9, 12, 16, 20, 24, 32, 40, 64],
+        ),
+        (4096, 2048, &[512]),
+    ];
     println!(
         "{} thread(s); GFLOP/s, int8 tiles / f32 tiles",
         rayon::current_num_threads()

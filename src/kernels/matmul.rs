@@ -472,6 +472,23 @@ fn int8_tiles(
             ri += quant::lanes8::ROWS;
         }
     }
+    // An odd group's last token takes the one-token row kernel over the rows left rather
+    // than a tile half empty (which reads the weights as often as a full one).
+    let mut paired = g.n;
+    if g.n % 2 == 1 && g.n > 1 && ri < r.end {
+        let mut v = [0.0f32; DECODE_ROW_BLOCK];
+        let v = &mut v[..r.end - ri];
+        let rows = &bytes[ri * row_bytes..r.end * row_bytes];
+        let last = acts.row(g.first_in + g.n - 1);
+        if quant::decode::dot_rows(ty, rows, row_bytes, last, v, vnni) {
+            for (i, &x) in v.iter().enumerate() {
+                // SAFETY: row ri + i lies in this task's rows `r` and token g.n − 1 < g.n:
+                // the contract of `Out::set`.
+                unsafe { o.set(g.n - 1, ri - r.start + i, x) };
+            }
+            paired = g.n - 1;
+        }
+    }
     let empty: &[u8] = &[];
     while ri < r.end {
         let nr = (r.end - ri).min(MAX_ROWS);
@@ -480,8 +497,8 @@ fn int8_tiles(
             *row = &bytes[(ri + i) * row_bytes..][..row_bytes];
         }
         let mut t = 0;
-        while t < g.n {
-            let nt = (g.n - t).min(MAX_TILE_TOKENS);
+        while t < paired {
+            let nt = (paired - t).min(MAX_TILE_TOKENS);
             let xs: [ActRow; MAX_TILE_TOKENS] =
                 std::array::from_fn(|j| acts.row(g.first_in + t + j.min(nt - 1)));
             let mut v = [0.0f32; MAX_ROWS * MAX_TILE_TOKENS];
