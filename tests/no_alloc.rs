@@ -74,11 +74,24 @@ fn allocations_during(f: impl FnOnce()) -> usize {
 
 #[test]
 fn decode_steps_do_not_allocate() {
+    decode_steps_without_allocating(16, 64);
+}
+
+/// Past 512 positions of the tiny model (4 heads of 8) a decode step's attention is split
+/// over the threads (`PARALLEL_DECODE_ATTENTION` in `qwen3::model`), each part with its
+/// own buffer.
+#[test]
+fn long_decode_steps_do_not_allocate() {
+    decode_steps_without_allocating(600, 640);
+}
+
+/// Eight decode steps after a prompt of `prompt_len` tokens, in a session of `capacity`.
+fn decode_steps_without_allocating(prompt_len: u32, capacity: usize) {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let (config, ckpt) = llm_anatomy::qwen3::open(Path::new("data/tiny-qwen3-moe")).unwrap();
     let model = Model::new(config, &ckpt).unwrap();
-    let mut session = model.session(64).unwrap();
-    let prompt: Vec<u32> = (0..16).map(|i| 1000 + 37 * i).collect();
+    let mut session = model.session(capacity).unwrap();
+    let prompt: Vec<u32> = (0..prompt_len).map(|i| 1000 + 37 * i % 4000).collect();
     let logits = model
         .forward(&mut session, &prompt, Logits::Last, None)
         .unwrap();

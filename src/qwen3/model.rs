@@ -102,6 +102,9 @@ struct Scratch {
     /// A prefill's block attention buffers, one per rayon thread (locked by the block
     /// that uses them; never contended, since a thread runs one block at a time).
     blocks: Vec<std::sync::Mutex<BlockScratch>>,
+    /// A decode step's attention scores, one buffer per part of the query heads (one
+    /// part a rayon thread), each sized for a KV head's group over the whole cache.
+    part_scores: Vec<Vec<f32>>,
     /// The feed-forward block's buffers.
     ffn: FfnScratch,
     /// Logits of the last call `[rows, vocab]`.
@@ -383,6 +386,13 @@ impl<'a> Model<'a> {
         let (qd, kvd) = (c.q_dim(), c.kv_dim());
         let group = c.num_attention_heads / c.num_key_value_heads;
         let scale = self.weights.variant.attention_scale;
+        let heads = c.num_attention_heads;
+        let shape = HeadShape {
+            heads,
+            d,
+            group,
+            scale,
+        };
 
         // softmax(q·kᵀ/√d)·v over the visible cached positions, head by head; positions
         // are independent, so a prefill spreads them over rayon's threads.
@@ -434,7 +444,14 @@ impl<'a> Model<'a> {
                     }
                 }
             };
-            if n == 1 {
+            let work = mask.span(past).len().saturating_mul(heads * d);
+            // One KV head (Gemma 3 270M): every part would read all the keys again, which
+            // measured slower than one thread.
+            let split = s.part_scores.len() > 1 && c.num_key_value_heads > 1;
+            if n == 1 && !self.reference && split && work >= PARALLEL_DECODE_ATTENTION {
+                let span = mask.span(past);
+                shape.attend_split(q_all, span, kv_head, &mut s.attn, &mut s.part_scores);
+            } else if n == 1 {
                 one(0, &mut s.attn, &mut s.scores);
             } else {
                 use rayon::prelude::*;
@@ -445,21 +462,7 @@ impl<'a> Model<'a> {
             }
         }
         if let Some(trace) = trace.as_mut() {
-            // The weight each query head puts on position 0, recomputed from the same
-            // scores (only when tracing, so the kernels stay as they are).
-            use rayon::prelude::*;
-            let heads = c.num_attention_heads;
-            trace
-                .sink_layer_mut(l)
-                .par_chunks_mut(heads)
-                .enumerate()
-                .for_each(|(t, row)| {
-                    let span = mask.span(past + t);
-                    for (head, share) in row.iter_mut().enumerate() {
-                        let q = &q_all[t * qd + head * d..t * qd + (head + 1) * d];
-                        *share = key_weight(q, kv_head(head / group), span.clone(), scale, 0);
-                    }
-                });
+            shape.sink_shares(trace.sink_layer_mut(l), q_all, past, mask, kv_head);
         }
         self.project(&a.o_proj, &s.attn, &mut s.y);
         for y in s.y.chunks_exact_mut(h) {
@@ -560,8 +563,89 @@ impl Scratch {
         if self.blocks.len() < threads {
             self.blocks.resize_with(threads, Default::default);
         }
+        let group = c.num_attention_heads / c.num_key_value_heads.max(1);
+        self.part_scores
+            .resize_with(threads.min(c.num_attention_heads), Vec::new);
+        for scores in &mut self.part_scores {
+            scores.resize(capacity * group, 0.0);
+        }
     }
 }
+
+/// The query heads' shape: `heads` of `head_dim` `d`, `group` of them to a KV head, and
+/// their scale.
+#[derive(Clone, Copy)]
+struct HeadShape {
+    heads: usize,
+    d: usize,
+    group: usize,
+    scale: f32,
+}
+
+impl HeadShape {
+    /// One position's attention over `span`: `attn` (`[heads, d]`) from `q` in contiguous
+    /// parts of the heads, one part a rayon thread with its buffer of `part_scores`, each
+    /// part attending run by run of the heads that share a KV head (`kv_head(g)`), so a
+    /// part reads a KV head's keys once.
+    fn attend_split<'k>(
+        &self,
+        q: &[f32],
+        span: std::ops::Range<usize>,
+        kv_head: impl Fn(usize) -> KvHead<'k> + Sync,
+        attn: &mut [f32],
+        part_scores: &mut [Vec<f32>],
+    ) {
+        use rayon::prelude::*;
+        let (d, group) = (self.d, self.group);
+        let per_part = self.heads.div_ceil(part_scores.len());
+        attn.par_chunks_mut(per_part * d)
+            .zip(part_scores.par_iter_mut())
+            .enumerate()
+            .for_each(|(part, (out, scores))| {
+                let (first, last) = (part * per_part, part * per_part + out.len() / d);
+                let mut h = first;
+                while h < last {
+                    let g = h / group;
+                    let end = ((g + 1) * group).min(last);
+                    let o = &mut out[(h - first) * d..(end - first) * d];
+                    let (q, span) = (&q[h * d..end * d], span.clone());
+                    attend(q, d, kv_head(g), span, self.scale, scores, o);
+                    h = end;
+                }
+            });
+    }
+
+    /// For tracing: the weight each query head puts on position 0 at the positions
+    /// `past ..` of `q` (`[positions, heads · d]`), into `sinks` (`[positions, heads]`),
+    /// recomputed from the same scores so the kernels stay as they are.
+    fn sink_shares<'k>(
+        &self,
+        sinks: &mut [f32],
+        q: &[f32],
+        past: usize,
+        mask: Mask,
+        kv_head: impl Fn(usize) -> KvHead<'k> + Sync,
+    ) {
+        use rayon::prelude::*;
+        let (heads, d) = (self.heads, self.d);
+        sinks
+            .par_chunks_mut(heads)
+            .enumerate()
+            .for_each(|(t, row)| {
+                let span = mask.span(past + t);
+                for (head, share) in row.iter_mut().enumerate() {
+                    let qh = &q[(t * heads + head) * d..][..d];
+                    let kv = kv_head(head / self.group);
+                    *share = key_weight(qh, kv, span.clone(), self.scale, 0);
+                }
+            });
+    }
+}
+
+/// Multiply-adds of a decode step's scores (span × heads × head_dim) from which its
+/// attention is split over the threads: below it, waking the other threads costs more
+/// than it saves.
+const PARALLEL_DECODE_ATTENTION: usize = 16 * 1024;
 
 /// Bytes a session of `capacity` positions holds at most: the KV cache, the RoPE table and
 /// the buffers of a prefill of `capacity` positions (its logits aside: [`Model::logits`]
@@ -606,5 +690,50 @@ fn add_in_place(x: &mut [f32], y: &[f32]) {
 fn add_bias(x: &mut [f32], bias: Option<&[f32]>) {
     if let Some(b) = bias {
         add_in_place(x, b);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The heads split in parts (across KV groups, unevenly) give each head the bits of
+    /// the whole group attending at once, on any number of threads.
+    #[test]
+    fn split_heads_attend_as_their_group() {
+        let (heads, kv_heads, d, positions) = (9, 3, 16, 37);
+        let group = heads / kv_heads;
+        let value = |i: usize, m: usize| ((i * m % 101) as f32 - 50.0) / 40.0;
+        let keys: Vec<f32> = (0..positions * kv_heads * d).map(|i| value(i, 7)).collect();
+        let values: Vec<f32> = (0..positions * kv_heads * d)
+            .map(|i| value(i, 13))
+            .collect();
+        let q: Vec<f32> = (0..heads * d).map(|i| value(i, 29)).collect();
+        let kv_head = |g: usize| KvHead {
+            keys: &keys,
+            values: &values,
+            stride: kv_heads * d,
+            offset: g * d,
+        };
+        let (scale, span) = (0.25, 3..positions);
+        let mut want = vec![0.0f32; heads * d];
+        let mut scores = Vec::new();
+        for (g, o) in want.chunks_exact_mut(group * d).enumerate() {
+            let qg = &q[g * group * d..(g + 1) * group * d];
+            attend(qg, d, kv_head(g), span.clone(), scale, &mut scores, o);
+        }
+        let shape = HeadShape {
+            heads,
+            d,
+            group,
+            scale,
+        };
+        for parts in [1, 2, 4, 9] {
+            let mut got = vec![f32::NAN; heads * d];
+            let mut part_scores = vec![Vec::new(); parts];
+            shape.attend_split(&q, span.clone(), kv_head, &mut got, &mut part_scores);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{parts} parts");
+        }
     }
 }
