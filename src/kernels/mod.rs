@@ -332,8 +332,8 @@ fn quant_chunk(ty: GgmlType) -> usize {
 }
 
 /// [`Matrix::row_slice_into`] for a block format: dequantises the blocks of row `r` that
-/// cover columns `c0 .. c0 + out.len()` (a chunk of blocks at a time into a stack buffer)
-/// and copies the span out of them.
+/// cover columns `c0 .. c0 + out.len()`: whole blocks straight into `out`, a span that cuts
+/// a block a chunk of blocks at a time into a stack buffer, copying the span out of them.
 fn quant_row_slice(ty: GgmlType, bytes: &[u8], cols: usize, r: usize, c0: usize, out: &mut [f32]) {
     let (bs, block_bytes) = (ty.block_size(), ty.block_bytes());
     let row = &bytes[r * (cols / bs * block_bytes)..][..cols / bs * block_bytes];

@@ -439,9 +439,10 @@ pub(super) unsafe fn gemm_block(w: &Matrix, r: Range<usize>, panels: &[f32], n: 
 
 /// [`gemm_block`] for CPUs with AVX2 and FMA: a register tile of 6 rows × 16 tokens
 /// (12 accumulators, two input vectors and one broadcast weight: 15 of the 16 ymm
-/// registers), each panel's 32 tokens in two halves (one when a last panel holds at most
-/// 16), the row block in tiles of 6, 4 and 2 rows. Each output is summed over the columns
-/// in order with one FMA a step, as in `gemm_block`, so the two kernels give the same bits.
+/// registers), a panel's tokens sixteen at a time over the row block in tiles of 6, 4 and
+/// 2 rows, and a last one to eight tokens by an 8-token tile of up to 12 rows (less
+/// padding than a half-empty sixteen). Each output is summed over the columns in order
+/// with one FMA a step, as in `gemm_block`, so the two kernels give the same bits.
 ///
 /// # Safety
 /// AVX2, FMA and F16C must be available; `panels` must hold `ceil(n / PANEL)` panels of
