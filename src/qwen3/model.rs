@@ -445,10 +445,8 @@ impl<'a> Model<'a> {
                 }
             };
             let work = mask.span(past).len().saturating_mul(heads * d);
-            // One KV head (Gemma 3 270M): every part would read all the keys again, which
-            // measured slower than one thread.
-            let split = s.part_scores.len() > 1 && c.num_key_value_heads > 1;
-            if n == 1 && !self.reference && split && work >= PARALLEL_DECODE_ATTENTION {
+            let split = s.part_scores.len() > 1 && work >= PARALLEL_DECODE_ATTENTION;
+            if n == 1 && !self.reference && split {
                 let span = mask.span(past);
                 shape.attend_split(q_all, span, kv_head, &mut s.attn, &mut s.part_scores);
             } else if n == 1 {
@@ -565,7 +563,7 @@ impl Scratch {
         }
         let group = c.num_attention_heads / c.num_key_value_heads.max(1);
         self.part_scores
-            .resize_with(threads.min(c.num_attention_heads), Vec::new);
+            .resize_with(decode_attention_parts(c), Vec::new);
         for scores in &mut self.part_scores {
             scores.resize(capacity * group, 0.0);
         }
@@ -642,6 +640,18 @@ impl HeadShape {
     }
 }
 
+/// The parts a decode step's attention splits into: one a rayon thread (at most one a
+/// head), or none on one thread or with a single KV head (every part would read all the
+/// keys again, which measured slower than one thread for Gemma 3 270M).
+fn decode_attention_parts(c: &Qwen3Config) -> usize {
+    let threads = rayon::current_num_threads();
+    if threads > 1 && c.num_key_value_heads > 1 {
+        threads.min(c.num_attention_heads)
+    } else {
+        0
+    }
+}
+
 /// Multiply-adds of a decode step's scores (span × heads × head_dim) from which its
 /// attention is split over the threads: below it, waking the other threads costs more
 /// than it saves.
@@ -649,15 +659,19 @@ const PARALLEL_DECODE_ATTENTION: usize = 16 * 1024;
 
 /// Bytes a session of `capacity` positions holds at most: the KV cache, the RoPE table and
 /// the buffers of a prefill of `capacity` positions (its logits aside: [`Model::logits`]
-/// checks those), in `u128` so that no product wraps.
+/// checks those) and a decode step's score buffers (one per thread, a KV head's group
+/// over the whole cache), in `u128` so that no product wraps.
 fn session_bytes(c: &Qwen3Config, capacity: usize) -> u128 {
     let (cap, h) = (capacity as u128, c.hidden_size as u128);
+    let parts = decode_attention_parts(c) as u128;
+    let group = (c.num_attention_heads / c.num_key_value_heads.max(1)) as u128;
     let (q, kv) = (c.q_dim() as u128, c.kv_dim() as u128);
     let kv_cache = 2 * c.num_hidden_layers as u128 * cap * kv;
     let rope = 2 * cap * c.head_dim as u128; // a global and (Gemma 3) a local table
     let k = c.num_experts_per_tok as u128;
     let moe = c.num_experts as u128 + k * (2 * h + 2 * c.moe_intermediate_size as u128 + 4);
-    let per_position = 3 * h + 3 * q + 2 * kv + 1 + moe + 2 * c.intermediate_size as u128;
+    let per_position =
+        3 * h + 3 * q + 2 * kv + 1 + moe + 2 * c.intermediate_size as u128 + parts * group;
     4 * (kv_cache + rope + cap * per_position + c.vocab_size as u128)
 }
 
