@@ -526,16 +526,7 @@ pub(super) unsafe fn gemm_block_avx2(
                 if narrow_tail {
                     for &(i, mr) in narrow {
                         let a = |m: usize| &wide[(i + m) * stride..][ks.clone()];
-                        let at = (i, halves * PANEL / 2);
-                        let s = &mut sums;
-                        match mr {
-                            12 => tile8_avx2(std::array::from_fn::<_, 12, _>(a), x, at, s),
-                            10 => tile8_avx2(std::array::from_fn::<_, 10, _>(a), x, at, s),
-                            8 => tile8_avx2(std::array::from_fn::<_, 8, _>(a), x, at, s),
-                            6 => tile8_avx2(std::array::from_fn::<_, 6, _>(a), x, at, s),
-                            4 => tile8_avx2(std::array::from_fn::<_, 4, _>(a), x, at, s),
-                            _ => tile8_avx2(std::array::from_fn::<_, 2, _>(a), x, at, s),
-                        }
+                        tile8_rows(a, mr, x, (i, halves * PANEL / 2), &mut sums);
                     }
                 }
             }
@@ -578,6 +569,26 @@ fn tile_avx2<const MR: usize>(
     for (m, acc) in acc.iter().enumerate() {
         store8(&mut sums[i + m][j0..], acc[0]);
         store8(&mut sums[i + m][j0 + 8..], acc[1]);
+    }
+}
+
+/// [`tile8_avx2`] over the `mr` rows `a(0) .. a(mr)` (`mr` even, at most 12).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn tile8_rows<'a>(
+    a: impl Fn(usize) -> &'a [f32],
+    mr: usize,
+    x: &[f32],
+    at: (usize, usize),
+    s: &mut [[f32; PANEL]; ROW_BLOCK],
+) {
+    match mr {
+        12 => tile8_avx2(std::array::from_fn::<_, 12, _>(a), x, at, s),
+        10 => tile8_avx2(std::array::from_fn::<_, 10, _>(a), x, at, s),
+        8 => tile8_avx2(std::array::from_fn::<_, 8, _>(a), x, at, s),
+        6 => tile8_avx2(std::array::from_fn::<_, 6, _>(a), x, at, s),
+        4 => tile8_avx2(std::array::from_fn::<_, 4, _>(a), x, at, s),
+        _ => tile8_avx2(std::array::from_fn::<_, 2, _>(a), x, at, s),
     }
 }
 
