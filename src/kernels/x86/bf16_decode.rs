@@ -16,8 +16,27 @@ use std::arch::x86_64::*;
 const STREAMS: usize = 4;
 
 thread_local! {
-    /// The input, each sixteen-column chunk as its eight even then its eight odd elements.
+    /// The split input of rows longer than [`STACK_COLS`], each sixteen-column chunk as its
+    /// eight even then its eight odd elements.
     static SPLIT: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Rows up to this long split their input on the stack (32 KiB): a per-thread buffer
+/// grows the first time each pool thread meets the row length, which in a decode step is
+/// whenever work stealing first hands that thread such a task.
+const STACK_COLS: usize = 8192;
+
+/// `f` with a buffer of `cols` floats: on the stack up to [`STACK_COLS`], else this
+/// thread's [`SPLIT`].
+fn with_split_buffer<R>(cols: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    match cols {
+        0..=2048 => f(&mut [0.0f32; 2048][..cols]),
+        2049..=STACK_COLS => f(&mut [0.0f32; STACK_COLS][..cols]),
+        _ => SPLIT.with_borrow_mut(|split| {
+            split.resize(cols, 0.0);
+            f(split)
+        }),
+    }
 }
 
 /// `out[0, i] = w[i]·x` for the `w.len() / cols` rows of `w`. Returns false, having done
@@ -31,8 +50,7 @@ pub(super) unsafe fn matvec(w: &[half::bf16], cols: usize, x: &[f32], out: Out) 
     if cols == 0 || !cols.is_multiple_of(16) || x.len() < cols {
         return false;
     }
-    SPLIT.with_borrow_mut(|split| {
-        split.resize(cols, 0.0);
+    with_split_buffer(cols, |split| {
         for (from, to) in x[..cols].chunks_exact(16).zip(split.chunks_exact_mut(16)) {
             // SAFETY: both chunks hold 16 floats, what the two loads and two stores touch.
             unsafe {
