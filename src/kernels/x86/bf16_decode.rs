@@ -21,17 +21,17 @@ thread_local! {
     static SPLIT: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Rows up to this long split their input on the stack (32 KiB): a per-thread buffer
+/// Rows up to this long split their input on the stack (8 KiB): a per-thread buffer
 /// grows the first time each pool thread meets the row length, which in a decode step is
-/// whenever work stealing first hands that thread such a task.
-const STACK_COLS: usize = 8192;
+/// whenever work stealing first hands that thread such a task. (A larger stack buffer's
+/// zeroing, once per task, cost a 4,096-column row a tenth of its rate.)
+const STACK_COLS: usize = 2048;
 
 /// `f` with a buffer of `cols` floats: on the stack up to [`STACK_COLS`], else this
 /// thread's [`SPLIT`].
 fn with_split_buffer<R>(cols: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
     match cols {
-        0..=2048 => f(&mut [0.0f32; 2048][..cols]),
-        2049..=STACK_COLS => f(&mut [0.0f32; STACK_COLS][..cols]),
+        0..=STACK_COLS => f(&mut [0.0f32; STACK_COLS][..cols]),
         _ => SPLIT.with_borrow_mut(|split| {
             split.resize(cols, 0.0);
             f(split)
