@@ -139,6 +139,28 @@ pub fn silu(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
 }
 
+/// Buffers of at least this many values are split over the thread pool by
+/// [`for_each_row`]; a decode step's stay on the calling thread.
+pub const PARALLEL_ROWS_MIN_VALUES: usize = 1 << 15;
+
+/// `f(i, row)` for each row `i` of `rows` (`width` values each; a last shorter row keeps
+/// what is left), over the thread pool when `rows` holds at least
+/// [`PARALLEL_ROWS_MIN_VALUES`]. Each row is written by one call only, so the results are
+/// the same bits whichever thread runs it.
+pub fn for_each_row(rows: &mut [f32], width: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
+    assert!(width > 0, "for_each_row: zero width");
+    if rows.len() >= PARALLEL_ROWS_MIN_VALUES && rows.len() > width {
+        use rayon::prelude::*;
+        rows.par_chunks_mut(width)
+            .enumerate()
+            .for_each(|(i, row)| f(i, row));
+    } else {
+        rows.chunks_mut(width)
+            .enumerate()
+            .for_each(|(i, row)| f(i, row));
+    }
+}
+
 /// The index of the first NaN or infinite value of `x`, if any. The usual case — every
 /// value finite — is one pass that vectorises: `v · 0` is 0 for a finite `v` and NaN
 /// otherwise, summed in sixteen independent lanes; only a slice that fails is searched.

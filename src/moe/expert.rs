@@ -7,7 +7,7 @@
 //! (`W_down(SiLU(W_up x) ⊙ W_gate x)`); that is the same network with the two names
 //! swapped, but a checkpoint's `gate_proj` is the one that goes through SiLU.
 
-use crate::kernels::{Group, Matrix, matmul_grouped, silu};
+use crate::kernels::{Group, Matrix, for_each_row, matmul_grouped, silu};
 
 /// A SwiGLU expert borrowing its three weight matrices.
 #[derive(Clone, Copy, Debug)]
@@ -103,10 +103,13 @@ impl Expert<'_> {
 }
 
 /// The SwiGLU gate, in place: `gate ← silu(gate) ⊙ up` (element by element; any number of
-/// rows laid out alike in both).
+/// rows laid out alike in both). A prefill's many rows are split over the thread pool.
 pub fn swiglu(gate: &mut [f32], up: &[f32]) {
     assert_eq!(gate.len(), up.len(), "swiglu: lengths");
-    for (g, u) in gate.iter_mut().zip(up) {
-        *g = silu(*g) * u;
-    }
+    const PIECE: usize = 8192;
+    for_each_row(gate, PIECE, |i, gate| {
+        for (g, u) in gate.iter_mut().zip(&up[i * PIECE..]) {
+            *g = silu(*g) * u;
+        }
+    });
 }

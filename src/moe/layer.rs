@@ -11,7 +11,7 @@
 
 use super::expert::{Expert, swiglu};
 use super::router::{Routing, route, route_into};
-use crate::kernels::{Group, Matrix, matmul_grouped};
+use crate::kernels::{Group, Matrix, for_each_row, matmul_grouped};
 
 /// The router logits of one token: `router · x` (`router` is `[num_experts, hidden]`).
 pub fn router_logits(router: &Matrix, x: &[f32]) -> Vec<f32> {
@@ -166,11 +166,15 @@ pub fn moe_fast_into(
     for (pair, &e) in s.chosen.iter().enumerate() {
         let slot = s.fill[e];
         s.fill[e] += 1;
-        let t = pair / k;
-        s.slot_token[slot] = t;
+        s.slot_token[slot] = pair / k;
         s.slot_weight[slot] = s.weights[pair];
-        s.xs[slot * hidden..(slot + 1) * hidden].copy_from_slice(&x[t * hidden..(t + 1) * hidden]);
+        s.token_slots[pair] = slot;
     }
+    let slot_token = &s.slot_token;
+    for_each_row(&mut s.xs, hidden, |slot, row| {
+        let t = slot_token[slot];
+        row.copy_from_slice(&x[t * hidden..(t + 1) * hidden]);
+    });
     // ANCHOR_END: moe_fast_sort
 
     // 3. The chosen experts: gate and up for all of them at once (matrix 2e is expert e's
@@ -213,15 +217,21 @@ pub fn moe_fast_into(
     }
     matmul_grouped(|e| experts[e].down, &s.groups, gate, &mut s.ys);
 
-    // 4. Scatter-add `p · F_e(x)` back to each token, experts in index order (the order
-    //    transformers adds them in).
-    out.fill(0.0);
-    for (slot, y) in s.ys.chunks_exact(hidden).enumerate() {
-        let (t, p) = (s.slot_token[slot], s.slot_weight[slot]);
-        for (o, v) in out[t * hidden..(t + 1) * hidden].iter_mut().zip(y) {
-            *o += v * p;
-        }
+    // 4. Add `p · F_e(x)` to each token, experts in index order (the order transformers
+    //    adds them in): a token's slots in increasing order are its experts in that order.
+    for slots in s.token_slots.chunks_exact_mut(k) {
+        slots.sort_unstable();
     }
+    let (ys, token_slots, slot_weight) = (&s.ys, &s.token_slots, &s.slot_weight);
+    for_each_row(out, hidden, |t, out| {
+        out.fill(0.0);
+        for &slot in &token_slots[t * k..(t + 1) * k] {
+            let p = slot_weight[slot];
+            for (o, v) in out.iter_mut().zip(&ys[slot * hidden..(slot + 1) * hidden]) {
+                *o += v * p;
+            }
+        }
+    });
 }
 
 /// [`moe_fast_into`] with fresh buffers, returning the output and each token's routing.
@@ -257,6 +267,8 @@ pub struct MoeScratch {
     /// The token and router weight of each slot `[n·k]`.
     slot_token: Vec<usize>,
     slot_weight: Vec<f32>,
+    /// Each token's k slots `[n, k]`, in increasing order once the outputs are added.
+    token_slots: Vec<usize>,
     /// Inputs gathered by slot `[n·k, hidden]`, gate then up outputs `[2, n·k, inter]`,
     /// expert outputs `[n·k, hidden]`.
     xs: Vec<f32>,
@@ -275,6 +287,7 @@ impl MoeScratch {
         self.fill.resize(experts, 0);
         self.slot_token.resize(slots, 0);
         self.slot_weight.resize(slots, 0.0);
+        self.token_slots.resize(slots, 0);
         self.xs.resize(slots * hidden, 0.0);
         self.gate_up.resize(2 * slots * inter, 0.0);
         self.ys.resize(slots * hidden, 0.0);
@@ -459,6 +472,43 @@ mod fast_tests {
         );
         let scale = a.iter().fold(0.0f32, |m, v| m.max(v.abs()));
         for (u, v) in a.iter().zip(&b) {
+            assert!((u - v).abs() <= 1e-5 * scale, "{u} vs {v}");
+        }
+    }
+
+    /// A call big enough for the thread pool to split its gather, SwiGLU and weighted sum
+    /// gives the same bits on one thread and on three, and the reference's values.
+    #[test]
+    fn moe_fast_is_the_same_bits_on_any_thread_count() {
+        let (h, i, e, n, k) = (128, 48, 8, 300, 4);
+        assert!(n * h >= crate::kernels::PARALLEL_ROWS_MIN_VALUES);
+        let val = |s: usize| ((s * 7919 % 1009) as f32 - 504.0) / 1009.0;
+        let wr: Vec<f32> = (0..e * h).map(|s| val(s + 1)).collect();
+        let ws: Vec<Vec<f32>> = (0..3 * e)
+            .map(|m| (0..h * i).map(|s| val(s * 3 + m * 131) / 8.0).collect())
+            .collect();
+        let router = Matrix::f32(&wr, e, h);
+        let experts: Vec<Expert> = (0..e)
+            .map(|j| Expert {
+                gate: Matrix::f32(&ws[3 * j], i, h),
+                up: Matrix::f32(&ws[3 * j + 1], i, h),
+                down: Matrix::f32(&ws[3 * j + 2], h, i),
+            })
+            .collect();
+        let x: Vec<f32> = (0..n * h).map(|s| val(s * 13 + 5)).collect();
+        let on = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| moe_fast(&x, h, &router, &experts, k, true).0)
+        };
+        let (one, three) = (on(1), on(3));
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&one), bits(&three));
+        let (want, _) = moe_bucketed(&x, h, &router, &experts, k, true);
+        let scale = want.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        for (u, v) in want.iter().zip(&three) {
             assert!((u - v).abs() <= 1e-5 * scale, "{u} vs {v}");
         }
     }

@@ -2,7 +2,7 @@
 //! routed mixture of experts, each with a clear (reference) and a fast arm. The decoder
 //! layer calls [`Ffn::forward`] once, as candle's `Qwen3FeedForward` is called.
 
-use crate::kernels::Matrix;
+use crate::kernels::{Matrix, for_each_row};
 use crate::moe::{Expert, MoeScratch, Routing, moe_bucketed, moe_fast_into};
 use crate::qwen3::config::Qwen3Config;
 use crate::qwen3::variant::{Activation, gelu_tanh};
@@ -59,9 +59,12 @@ fn geglu(mlp: &Expert, reference: bool, xs: &[f32], out: &mut [f32], buf: &mut V
     let (gate, up) = buf.split_at_mut(n * i);
     project(&mlp.gate, reference, xs, gate);
     project(&mlp.up, reference, xs, up);
-    for (g, u) in gate.iter_mut().zip(up.iter()) {
-        *g = gelu_tanh(*g) * u;
-    }
+    const PIECE: usize = 8192;
+    for_each_row(gate, PIECE, |i, gate| {
+        for (g, u) in gate.iter_mut().zip(&up[i * PIECE..]) {
+            *g = gelu_tanh(*g) * u;
+        }
+    });
     project(&mlp.down, reference, gate, out);
 }
 

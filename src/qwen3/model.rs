@@ -669,7 +669,7 @@ fn session_bytes(c: &Qwen3Config, capacity: usize) -> u128 {
     let kv_cache = 2 * c.num_hidden_layers as u128 * cap * kv;
     let rope = 2 * cap * c.head_dim as u128; // a global and (Gemma 3) a local table
     let k = c.num_experts_per_tok as u128;
-    let moe = c.num_experts as u128 + k * (2 * h + 2 * c.moe_intermediate_size as u128 + 4);
+    let moe = c.num_experts as u128 + k * (2 * h + 2 * c.moe_intermediate_size as u128 + 5);
     let per_position =
         3 * h + 3 * q + 2 * kv + 1 + moe + 2 * c.intermediate_size as u128 + parts * group;
     4 * (kv_cache + rope + cap * per_position + c.vocab_size as u128)
