@@ -217,8 +217,14 @@ pub fn moe_fast_into(
     }
     matmul_grouped(|e| experts[e].down, &s.groups, gate, &mut s.ys);
 
-    // 4. Add `p · F_e(x)` to each token, experts in index order (the order transformers
-    //    adds them in): a token's slots in increasing order are its experts in that order.
+    // 4. Add `p · F_e(x)` to each token.
+    add_expert_outputs(s, k, hidden, out);
+}
+
+/// `out[t] = Σ p · F_e(x_t)` over token t's k slots, experts in index order (the order
+/// transformers adds them in): a token's slots in increasing order are its experts in
+/// that order.
+fn add_expert_outputs(s: &mut MoeScratch, k: usize, hidden: usize, out: &mut [f32]) {
     for slots in s.token_slots.chunks_exact_mut(k) {
         slots.sort_unstable();
     }
