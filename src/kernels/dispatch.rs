@@ -11,10 +11,11 @@ use crate::quant::GgmlType;
 /// Groups of at least this many tokens take the VNNI row lanes (16 rows a register).
 pub const LANES_MIN_TOKENS: usize = 4;
 
-/// Groups of at least this many tokens of Q4_K and of Q6_K take the AVX2 row lanes
+/// Groups of at least this many tokens of Q8_0, Q4_K and Q6_K take the AVX2 row lanes
 /// (fewer: the int8 tiles): where `examples/matmul_gflops` on the AVX2-only CPU measured
 /// the lanes ahead of the tiles (Q6_K's unpacking costs more, three transposes and a
-/// gather of scales per 256 weights).
+/// gather of scales per 256 weights; Q8_0's a transpose per 32).
+pub const AVX2_LANES_MIN_TOKENS_Q8_0: usize = 8;
 pub const AVX2_LANES_MIN_TOKENS_Q4_K: usize = 3;
 pub const AVX2_LANES_MIN_TOKENS_Q6_K: usize = 6;
 
@@ -29,8 +30,9 @@ pub const INT8_MAX_TOKENS: usize = 4;
 /// AVX2-only CPUs measured (VNNI CPUs take the row lanes instead), by
 /// `examples/matmul_gflops` at 2–64 tokens: at 12 tokens Q8_0's int8 tiles ran about a
 /// third faster than the outer-product panels, at 16 level with them (chapter 10's
-/// Reproducing page has the figures and the CPU). Q4_K and Q6_K, which have AVX2 row
-/// lanes, keep every group on the int8 path.
+/// Reproducing page has the figures and the CPU). Since Q8_0, Q4_K and Q6_K gained AVX2
+/// row lanes, which keep every group of those types on the int8 path, it bounds only a
+/// tiled type without lanes.
 pub const INT8_TILED_MAX_TOKENS: usize = 12;
 
 /// With the VNNI kernels, groups take the int8 path up to this many token rows, that is,
@@ -115,6 +117,7 @@ pub const TABLE: [TypeKernels; 11] = [
     row(GgmlType::F16, None),
     TypeKernels {
         avx2_int8_tiles: true,
+        avx2_lanes: Some((AVX2_LANES_MIN_TOKENS_Q8_0, usize::MAX)),
         avx2_decode_rows: true,
         avx512_decode_rows: true,
         vnni_from_tokens: Some(2),

@@ -18,9 +18,9 @@
 //! (`tiles`: Q8_0, Q4_K, Q6_K), else of at most [`MAX_TOKENS`] (decode); with it on, the mean
 //! KL from transformers is at most llama.cpp's on every fixture of tests/gguf_models.rs.
 //! [`with_quant_activations`] overrides it on the calling thread (tests run both paths).
-//! Groups of two tokens or more take the tiles (Q4_K and Q6_K from a threshold on take
-//! [`lanes8`], eight rows in the lanes, at every size, so on AVX2 their groups never leave
-//! the int8 path); a
+//! Groups of two tokens or more take the tiles (from a threshold on, Q8_0, Q4_K and Q6_K
+//! take [`lanes8`], eight rows in the lanes, at every size, so on AVX2 their groups never
+//! leave the int8 path); a
 //! single token (a decode step, or an expert that one token chose) takes [`decode`]'s row
 //! kernels, which need fewer instructions per weight byte when nothing is shared between
 //! tokens. With AVX512_VNNI, [`vnni`]'s kernels

@@ -1,4 +1,4 @@
-//! Q4_K and Q6_K with eight weight rows in the lanes of a 256-bit register (chapter 10), the
+//! Q4_K, Q6_K and Q8_0 with eight weight rows in the lanes of a 256-bit register (chapter 10), the
 //! AVX2 counterpart of the VNNI row lanes. Without `vpdpbusd`, each `vpmaddubsw` leaves pairs
 //! of products in i16 lanes, and the dot tiles pay a `vpmaddwd`, a horizontal sum and the
 //! f32 scaling for every 32 weights of every row and token. With the rows in the lanes, a
@@ -9,10 +9,12 @@
 //! `vpmaddwd` multiplies by the sub-block's scale in integers; its offset
 //! `32·Σ_s sc_s·Σx̂_s` is one more `vpmaddwd` of the two scales with the two 16-value sums.
 //!
-//! Q8_0 gains nothing this way on the CPU measured (AVX2 only): its signed weights go in as
-//! `|w|` against `x̂` with `w`'s sign, a pair of those reaches 2·128·127 = 32,512, so every
-//! `vpmaddubsw` still needs its `vpmaddwd`, and such lanes ran below the tiles at 2–8
-//! tokens and below the f32 tiles from 12 (`examples/matmul_gflops`).
+//! Q8_0's signed weights go in as `|w|` against `x̂` with `w`'s sign, and a pair of those
+//! reaches 2·128·127 = 32,512, so each of its `vpmaddubsw` needs its own `vpmaddwd`; the
+//! lanes still win from eight tokens, because the sums of a 16-value activation half then
+//! add up in i32 and the widening and scaling come once per half for eight rows, where
+//! the tiles pay them for every row (and, with every group this size on the lanes, Q8_0
+//! needs no f32 panels on AVX2).
 //!
 //! The rows are not stored this way: each call unpacks its eight rows once into a
 //! per-thread buffer (register `k` of block `j` holding weights `4k..4k + 4` of every row;
@@ -46,7 +48,7 @@ pub fn wins(ty: GgmlType, n: usize) -> bool {
             .is_some_and(|(from, to)| (from..=to).contains(&n))
 }
 
-/// `put(t, i, Σ_c w_i,c · x̂_c)` for the [`ROWS`] rows of `ty` (Q4_K or Q6_K) at `rows`
+/// `put(t, i, Σ_c w_i,c · x̂_c)` for the [`ROWS`] rows of `ty` (Q8_0, Q4_K or Q6_K) at `rows`
 /// (row `i` at `rows[i · row_bytes..][..row_bytes]`, whole blocks) and the token rows
 /// `tokens` of `acts` (in `ty`'s activation blocks, as long as a row), `t` counted from
 /// `tokens.start`.
@@ -63,6 +65,7 @@ pub fn rows8(
         "lanes8: CPU features"
     );
     let (block_bytes, block_cols) = match ty {
+        GgmlType::Q8_0 => (Q8_0_BYTES, 32),
         GgmlType::Q4_K => (Q4_K_BYTES, 256),
         GgmlType::Q6_K => (Q6_K_BYTES, 256),
         _ => panic!("lanes8: no kernel for {}", ty.name()),
@@ -94,13 +97,14 @@ pub fn rows8(
     let _ = (put, tokens);
 }
 
+const Q8_0_BYTES: usize = 34;
 const Q4_K_BYTES: usize = 144;
 const Q6_K_BYTES: usize = 210;
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::super::ActRow;
-    use super::{Q4_K_BYTES, Q6_K_BYTES, QuantizedRows, ROWS};
+    use super::{Q4_K_BYTES, Q6_K_BYTES, Q8_0_BYTES, QuantizedRows, ROWS};
     use crate::quant::GgmlType;
     use crate::quant::k_blocks::scale_min_k4;
     use std::arch::x86_64::*;
@@ -134,15 +138,14 @@ mod x86 {
         tokens: Range<usize>,
         mut put: impl FnMut(usize, usize, f32),
     ) {
-        let q4_k = ty == GgmlType::Q4_K;
         UNPACKED.with_borrow_mut(|u| {
             // SAFETY (both blocks): the caller checked AVX2, FMA and F16C, and that the
             // tokens' rows are as long as the unpacked rows.
             unsafe {
-                if q4_k {
-                    unpack_q4_k(rows, row_bytes, u)
-                } else {
-                    unpack_q6_k(rows, row_bytes, u)
+                match ty {
+                    GgmlType::Q8_0 => unpack_q8_0(rows, row_bytes, u),
+                    GgmlType::Q4_K => unpack_q4_k(rows, row_bytes, u),
+                    _ => unpack_q6_k(rows, row_bytes, u),
                 }
             };
             let mut t0 = tokens.start;
@@ -150,15 +153,19 @@ mod x86 {
                 let nt = (tokens.end - t0).min(TILE_TOKENS);
                 let mut out = [[0.0f32; ROWS]; TILE_TOKENS];
                 unsafe {
-                    match (q4_k, nt) {
-                        (true, 1) => tile_q4_k::<1>(u, acts, t0, &mut out),
-                        (true, 2) => tile_q4_k::<2>(u, acts, t0, &mut out),
-                        (true, 3) => tile_q4_k::<3>(u, acts, t0, &mut out),
-                        (true, _) => tile_q4_k::<4>(u, acts, t0, &mut out),
-                        (false, 1) => tile_q6_k::<1>(u, acts, t0, &mut out),
-                        (false, 2) => tile_q6_k::<2>(u, acts, t0, &mut out),
-                        (false, 3) => tile_q6_k::<3>(u, acts, t0, &mut out),
-                        (false, _) => tile_q6_k::<4>(u, acts, t0, &mut out),
+                    match (ty, nt) {
+                        (GgmlType::Q8_0, 1) => tile_q8_0::<1>(u, acts, t0, &mut out),
+                        (GgmlType::Q8_0, 2) => tile_q8_0::<2>(u, acts, t0, &mut out),
+                        (GgmlType::Q8_0, 3) => tile_q8_0::<3>(u, acts, t0, &mut out),
+                        (GgmlType::Q8_0, _) => tile_q8_0::<4>(u, acts, t0, &mut out),
+                        (GgmlType::Q4_K, 1) => tile_q4_k::<1>(u, acts, t0, &mut out),
+                        (GgmlType::Q4_K, 2) => tile_q4_k::<2>(u, acts, t0, &mut out),
+                        (GgmlType::Q4_K, 3) => tile_q4_k::<3>(u, acts, t0, &mut out),
+                        (GgmlType::Q4_K, _) => tile_q4_k::<4>(u, acts, t0, &mut out),
+                        (_, 1) => tile_q6_k::<1>(u, acts, t0, &mut out),
+                        (_, 2) => tile_q6_k::<2>(u, acts, t0, &mut out),
+                        (_, 3) => tile_q6_k::<3>(u, acts, t0, &mut out),
+                        (_, _) => tile_q6_k::<4>(u, acts, t0, &mut out),
                     }
                 }
                 for (t, o) in out.iter().enumerate().take(nt) {
@@ -207,6 +214,30 @@ mod x86 {
     /// The little-endian f16 at `b[0..2]`, widened.
     fn f16_at(b: &[u8]) -> f32 {
         half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32()
+    }
+
+    /// Fills `u` with eight Q8_0 rows: per block, its eight registers of weights and each
+    /// row's step `d`.
+    #[target_feature(enable = "avx2,f16c")]
+    fn unpack_q8_0(rows: &[u8], row_bytes: usize, u: &mut Unpacked) {
+        u.q.clear();
+        u.step.clear();
+        for b in 0..row_bytes / Q8_0_BYTES {
+            let base = Q8_0_BYTES * b;
+            let bits: [u16; ROWS] = std::array::from_fn(|r| {
+                let at = r * row_bytes + base;
+                u16::from_le_bytes([rows[at], rows[at + 1]])
+            });
+            let mut step = [0.0f32; ROWS];
+            // SAFETY: `bits` holds the eight u16 the load reads and `step` the eight f32
+            // the store writes; F16C is enabled here.
+            unsafe {
+                let h = _mm_loadu_si128(bits.as_ptr() as *const __m128i);
+                _mm256_storeu_ps(step.as_mut_ptr(), _mm256_cvtph_ps(h));
+            }
+            u.step.push(step);
+            u.q.extend(transpose8(rows, row_bytes, base + 2));
+        }
     }
 
     /// Fills `u` with eight Q4_K rows: per super-block, the steps and minima of its eight
@@ -356,6 +387,42 @@ mod x86 {
         }
     }
 
+    /// Eight Q8_0 rows' dots with tokens `t0..t0 + T` into `out[t]`: per block and its
+    /// two 16-value activation halves `h`, `d·dx_h · Σ w·x̂` with the sum in i32 over the
+    /// half's four registers (each `vpmaddubsw` of `|w|` and `x̂` carrying `w`'s sign, its
+    /// pairs at most 2·128·127 = 32,512, widened at once by `vpmaddwd`).
+    #[target_feature(enable = "avx2,fma")]
+    fn tile_q8_0<const T: usize>(
+        u: &Unpacked,
+        acts: &QuantizedRows,
+        t0: usize,
+        out: &mut [[f32; ROWS]; TILE_TOKENS],
+    ) {
+        let xs: [ActRow; T] = token_rows(acts, t0);
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [_mm256_setzero_ps(); T];
+        for (j, w) in u.q.chunks_exact(8).enumerate() {
+            let xq = block_slices(&xs, j);
+            let d = load8(&u.step[j]);
+            for (h, w) in w.chunks_exact(4).enumerate() {
+                let mut isum = [_mm256_setzero_si256(); T];
+                for (k, &wk) in w.iter().enumerate() {
+                    let aw = _mm256_sign_epi8(wk, wk);
+                    for t in 0..T {
+                        let x = _mm256_sign_epi8(broadcast4(xq[t], 4 * h + k), wk);
+                        let p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, x), ones);
+                        isum[t] = _mm256_add_epi32(isum[t], p);
+                    }
+                }
+                for t in 0..T {
+                    let step = _mm256_mul_ps(d, _mm256_set1_ps(xs[t].d[2 * j + h]));
+                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), step, acc[t]);
+                }
+            }
+        }
+        store(&acc, out);
+    }
+
     /// Eight Q4_K rows' dots with tokens `t0..t0 + T` into `out[t]`: per block `j` and
     /// token, `step_j·dx_j · Σ q·x̂ − min_j · dx_j·Σx̂`.
     #[target_feature(enable = "avx2,fma")]
@@ -438,7 +505,7 @@ mod tests {
         m.iter().map(|v| scale * v).collect()
     }
 
-    /// Eight Q4_K or Q6_K rows against 1..=9 tokens (every tile width, and one of each
+    /// Eight Q8_0, Q4_K or Q6_K rows against 1..=9 tokens (every tile width, and one of each
     /// after two full tiles) equal the reference row dots within the tiles' re-association
     /// bound `4·(cols/32)·ε·Σ|w·x̂|`, at one, three and eight super-blocks a row.
     #[test]
@@ -448,7 +515,10 @@ mod tests {
             return;
         }
         let cases = [
-            (GgmlType::Q4_K, 256usize),
+            (GgmlType::Q8_0, 32usize),
+            (GgmlType::Q8_0, 768),
+            (GgmlType::Q8_0, 2048),
+            (GgmlType::Q4_K, 256),
             (GgmlType::Q4_K, 768),
             (GgmlType::Q4_K, 2048),
             (GgmlType::Q6_K, 256),
