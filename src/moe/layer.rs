@@ -488,20 +488,11 @@ mod fast_tests {
     fn moe_fast_is_the_same_bits_on_any_thread_count() {
         let (h, i, e, n, k) = (128, 48, 8, 300, 4);
         assert!(n * h >= crate::kernels::PARALLEL_ROWS_MIN_VALUES);
-        let val = |s: usize| ((s * 7919 % 1009) as f32 - 504.0) / 1009.0;
-        let wr: Vec<f32> = (0..e * h).map(|s| val(s + 1)).collect();
-        let ws: Vec<Vec<f32>> = (0..3 * e)
-            .map(|m| (0..h * i).map(|s| val(s * 3 + m * 131) / 8.0).collect())
+        let moe = OwnedMoe::random(e, h, i, 29);
+        let (router, experts) = (moe.router(), moe.experts());
+        let x: Vec<f32> = (0..n * h)
+            .map(|s| ((s * 7919 % 1009) as f32 - 504.0) / 1009.0)
             .collect();
-        let router = Matrix::f32(&wr, e, h);
-        let experts: Vec<Expert> = (0..e)
-            .map(|j| Expert {
-                gate: Matrix::f32(&ws[3 * j], i, h),
-                up: Matrix::f32(&ws[3 * j + 1], i, h),
-                down: Matrix::f32(&ws[3 * j + 2], h, i),
-            })
-            .collect();
-        let x: Vec<f32> = (0..n * h).map(|s| val(s * 13 + 5)).collect();
         let on = |threads: usize| {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
