@@ -426,6 +426,7 @@ fn dot_q6_k(row: &[u8], x: ActRow) -> f32 {
 /// Q4_K's 12 bytes of 6-bit scales and minima unpacked, four at a time in u32 words:
 /// the 8 scales and the 8 minima, one per byte (what `scale_min_k4` gives one by one;
 /// a test checks they agree).
+#[inline(always)]
 pub(crate) fn unpack_scale_min_k4(b: &[u8]) -> (u64, u64) {
     let word = |k: usize| u32::from_le_bytes([b[k], b[k + 1], b[k + 2], b[k + 3]]);
     let (lo, mid, hi) = (word(0), word(4), word(8));
