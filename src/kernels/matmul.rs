@@ -465,9 +465,9 @@ fn int8_tiles(
             let rows = &bytes[ri * row_bytes..(ri + quant::lanes8::ROWS) * row_bytes];
             let tokens = g.first_in..g.first_in + g.n;
             let i0 = ri - r.start;
-            // SAFETY: `put` gets t < g.n and a row i < 8 of rows ri.., inside this task's
-            // rows `r`: the contract of `Out::set`.
-            let put = |t: usize, i: usize, v: f32| unsafe { o.set(t, i0 + i, v) };
+            // SAFETY: `put` gets t < g.n and the eight rows ri..ri + 8, inside this task's
+            // rows `r`: the contract of `Out::set_rows`.
+            let put = |t: usize, v: &[f32; quant::lanes8::ROWS]| unsafe { o.set_rows(t, i0, v) };
             quant::lanes8::rows8(ty, rows, row_bytes, acts, tokens, put);
             ri += quant::lanes8::ROWS;
         }

@@ -464,6 +464,20 @@ impl Out {
         // SAFETY: in bounds and unshared, by the caller's contract above.
         unsafe { *self.ptr.0.add(t * self.stride + self.r0 + r) = v };
     }
+
+    /// `out[t, r0 + r + i] = v[i]` for every `i`: a token's consecutive rows in one copy.
+    ///
+    /// # Safety
+    /// As [`Out::set`] for each of the rows `r .. r + v.len()`.
+    #[inline(always)]
+    unsafe fn set_rows(self, t: usize, r: usize, v: &[f32]) {
+        // SAFETY: the rows are in bounds and unshared, by the caller's contract above; `v`
+        // is a separate borrow, so the ranges do not overlap.
+        unsafe {
+            let dst = self.ptr.0.add(t * self.stride + self.r0 + r);
+            std::ptr::copy_nonoverlapping(v.as_ptr(), dst, v.len());
+        }
+    }
 }
 
 /// Off x86-64 there are no SIMD kernels: this stands in for `x86.rs` with the same entry

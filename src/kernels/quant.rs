@@ -622,9 +622,9 @@ mod tests {
                 if !alone && lanes8::wins(ty, n) && r < rows / lanes8::ROWS * lanes8::ROWS {
                     let r0 = r - r % lanes8::ROWS;
                     let mut v = f32::NAN;
-                    lanes8::rows8(ty, &bytes[r0 * rb..], rb, &acts, 0..n, |tk, i, x| {
-                        if tk == t && r0 + i == r {
-                            v = x
+                    lanes8::rows8(ty, &bytes[r0 * rb..], rb, &acts, 0..n, |tk, x| {
+                        if tk == t {
+                            v = x[r - r0]
                         }
                     });
                     return v;

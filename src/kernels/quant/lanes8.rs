@@ -48,17 +48,17 @@ pub fn wins(ty: GgmlType, n: usize) -> bool {
             .is_some_and(|(from, to)| (from..=to).contains(&n))
 }
 
-/// `put(t, i, Σ_c w_i,c · x̂_c)` for the [`ROWS`] rows of `ty` (Q8_0, Q4_K or Q6_K) at `rows`
-/// (row `i` at `rows[i · row_bytes..][..row_bytes]`, whole blocks) and the token rows
-/// `tokens` of `acts` (in `ty`'s activation blocks, as long as a row), `t` counted from
-/// `tokens.start`.
+/// `put(t, v)` with `v[i] = Σ_c w_i,c · x̂_c` for the [`ROWS`] rows of `ty` (Q8_0, Q4_K or
+/// Q6_K) at `rows` (row `i` at `rows[i · row_bytes..][..row_bytes]`, whole blocks) and each
+/// token row of `tokens` of `acts` (in `ty`'s activation blocks, as long as a row), `t`
+/// counted from `tokens.start`.
 pub fn rows8(
     ty: GgmlType,
     rows: &[u8],
     row_bytes: usize,
     acts: &QuantizedRows,
     tokens: Range<usize>,
-    put: impl FnMut(usize, usize, f32),
+    put: impl FnMut(usize, &[f32; ROWS]),
 ) {
     assert!(
         crate::kernels::policy::cpu().avx2_fma(),
@@ -106,7 +106,6 @@ mod x86 {
     use super::super::ActRow;
     use super::{Q4_K_BYTES, Q6_K_BYTES, Q8_0_BYTES, QuantizedRows, ROWS};
     use crate::quant::GgmlType;
-    use crate::quant::k_blocks::scale_min_k4;
     use std::arch::x86_64::*;
     use std::cell::RefCell;
     use std::ops::Range;
@@ -136,7 +135,7 @@ mod x86 {
         row_bytes: usize,
         acts: &QuantizedRows,
         tokens: Range<usize>,
-        mut put: impl FnMut(usize, usize, f32),
+        mut put: impl FnMut(usize, &[f32; ROWS]),
     ) {
         UNPACKED.with_borrow_mut(|u| {
             // SAFETY (both blocks): the caller checked AVX2, FMA and F16C, and that the
@@ -169,9 +168,7 @@ mod x86 {
                     }
                 }
                 for (t, o) in out.iter().enumerate().take(nt) {
-                    for (i, &v) in o.iter().enumerate() {
-                        put(t0 - tokens.start + t, i, v);
-                    }
+                    put(t0 - tokens.start + t, o);
                 }
                 t0 += nt;
             }
@@ -211,9 +208,22 @@ mod x86 {
         out
     }
 
-    /// The little-endian f16 at `b[0..2]`, widened.
-    fn f16_at(b: &[u8]) -> f32 {
-        half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32()
+    /// The little-endian f16 at byte `at` of each of the eight rows, widened by F16C in one
+    /// instruction (exact, as every f16 is an f32).
+    #[target_feature(enable = "avx2,f16c")]
+    fn f16x8(rows: &[u8], row_bytes: usize, at: usize) -> [f32; ROWS] {
+        let bits: [u16; ROWS] = std::array::from_fn(|r| {
+            let at = r * row_bytes + at;
+            u16::from_le_bytes([rows[at], rows[at + 1]])
+        });
+        let mut out = [0.0f32; ROWS];
+        // SAFETY: `bits` holds the eight u16 the load reads and `out` the eight f32 the
+        // store writes; F16C is enabled here.
+        unsafe {
+            let h = _mm_loadu_si128(bits.as_ptr() as *const __m128i);
+            _mm256_storeu_ps(out.as_mut_ptr(), _mm256_cvtph_ps(h));
+        }
+        out
     }
 
     /// Fills `u` with eight Q8_0 rows: per block, its eight registers of weights and each
@@ -224,25 +234,14 @@ mod x86 {
         u.step.clear();
         for b in 0..row_bytes / Q8_0_BYTES {
             let base = Q8_0_BYTES * b;
-            let bits: [u16; ROWS] = std::array::from_fn(|r| {
-                let at = r * row_bytes + base;
-                u16::from_le_bytes([rows[at], rows[at + 1]])
-            });
-            let mut step = [0.0f32; ROWS];
-            // SAFETY: `bits` holds the eight u16 the load reads and `step` the eight f32
-            // the store writes; F16C is enabled here.
-            unsafe {
-                let h = _mm_loadu_si128(bits.as_ptr() as *const __m128i);
-                _mm256_storeu_ps(step.as_mut_ptr(), _mm256_cvtph_ps(h));
-            }
-            u.step.push(step);
+            u.step.push(f16x8(rows, row_bytes, base));
             u.q.extend(transpose8(rows, row_bytes, base + 2));
         }
     }
 
     /// Fills `u` with eight Q4_K rows: per super-block, the steps and minima of its eight
     /// sub-blocks, and each 64-column chunk's nibbles (low: sub-block `2c`, high: `2c + 1`).
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,f16c")]
     fn unpack_q4_k(rows: &[u8], row_bytes: usize, u: &mut Unpacked) {
         u.q.clear();
         u.step.clear();
@@ -250,15 +249,19 @@ mod x86 {
         let m4 = _mm256_set1_epi8(0x0f);
         for b in 0..row_bytes / Q4_K_BYTES {
             let base = Q4_K_BYTES * b;
+            let (d, dmin) = (
+                f16x8(rows, row_bytes, base),
+                f16x8(rows, row_bytes, base + 2),
+            );
             let mut step = [[0.0f32; ROWS]; 8];
             let mut min = [[0.0f32; ROWS]; 8];
             for r in 0..ROWS {
-                let blk = &rows[r * row_bytes + base..][..Q4_K_BYTES];
-                let (d, dmin) = (f16_at(blk), f16_at(&blk[2..]));
+                let at = r * row_bytes + base + 4;
+                // Byte s of each word: sub-block s's 6-bit scale (minimum).
+                let (sc, m) = super::super::unpack_scale_min_k4(&rows[at..at + 12]);
                 for s in 0..8 {
-                    let (sc, m) = scale_min_k4(s, &blk[4..16]);
-                    step[s][r] = d * sc as f32;
-                    min[s][r] = dmin * m as f32;
+                    step[s][r] = d[r] * (sc >> (8 * s) & 0xff) as f32;
+                    min[s][r] = dmin[r] * (m >> (8 * s) & 0xff) as f32;
                 }
             }
             u.step.extend_from_slice(&step);
@@ -277,7 +280,7 @@ mod x86 {
     /// Fills `u` with eight Q6_K rows: per 128-column half `n` of a super-block, its four
     /// 32-column groups `g` (one activation block each) from the low or high nibbles of
     /// `ql` and bit pair `g` of `qh` (the reference's layout), with `d` and the scales.
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,f16c")]
     fn unpack_q6_k(rows: &[u8], row_bytes: usize, u: &mut Unpacked) {
         u.q.clear();
         u.step.clear();
@@ -285,8 +288,7 @@ mod x86 {
         let (m4, m2) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x30));
         for b in 0..row_bytes / Q6_K_BYTES {
             let base = Q6_K_BYTES * b;
-            let blk = |r: usize| &rows[r * row_bytes + base..][..Q6_K_BYTES];
-            let d: [f32; ROWS] = std::array::from_fn(|r| f16_at(&blk(r)[208..]));
+            let d = f16x8(rows, row_bytes, base + 208);
             // Lane r: row r's scales s and s + 1 as the i16 pairs (s, s), (s + 1, s + 1),
             // (s, s + 1), from one gather of the dword at scale s.
             let pairs = |s: usize| {
@@ -538,8 +540,8 @@ mod tests {
             let rb = bytes.len() / ROWS;
             for t0 in 0..n {
                 let mut got = vec![f32::NAN; ROWS * (n - t0)];
-                rows8(ty, &bytes, rb, &acts, t0..n, |t, i, v| {
-                    got[t * ROWS + i] = v
+                rows8(ty, &bytes, rb, &acts, t0..n, |t, v| {
+                    got[t * ROWS..][..ROWS].copy_from_slice(v)
                 });
                 for (t, got) in got.chunks_exact(ROWS).enumerate() {
                     let xd = acts.dequantize_row(t0 + t);
