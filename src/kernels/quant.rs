@@ -171,8 +171,24 @@ type RowSlices<'a> = (
     &'a mut [f32],
 );
 
-/// Quantises one token row `x` in blocks of `block` into its slices of [`QuantizedRows`].
+/// Quantises one token row `x` in blocks of `block` into its slices of [`QuantizedRows`]:
+/// the AVX2 form where the CPU has it (the same bits), else [`quantize_row_reference`].
 fn quantize_row(
+    x: &[f32],
+    block: usize,
+    d_out: &mut [f32],
+    qs: &mut [i8],
+    sums: &mut [i16],
+    dsums: &mut [f32],
+) {
+    if !avx2::quantize_row(x, block, d_out, qs, sums, dsums) {
+        quantize_row_reference(x, block, d_out, qs, sums, dsums);
+    }
+}
+
+/// [`quantize_row`], the clear reference form: per block the step `d = max|x| / 127`,
+/// each value rounded to `x / d` (halves away from zero), the 16-value sums and `d · Σ q`.
+fn quantize_row_reference(
     x: &[f32],
     block: usize,
     d_out: &mut [f32],
@@ -454,6 +470,16 @@ mod avx2 {
     /// No AVX2 here: the reference runs.
     pub fn dot_row(_: GgmlType, _: &[u8], _: ActRow) -> Option<f32> {
         None
+    }
+    pub fn quantize_row(
+        _: &[f32],
+        _: usize,
+        _: &mut [f32],
+        _: &mut [i8],
+        _: &mut [i16],
+        _: &mut [f32],
+    ) -> bool {
+        false
     }
 }
 
