@@ -74,6 +74,9 @@ pub struct QuantizedRows {
     pub sums: Vec<i16>,
     /// Per block, `d · Σ qs` (the K kernels' minima take it 8 blocks at a time).
     pub dsums: Vec<f32>,
+    /// `cols / block`, kept so that [`QuantizedRows::row`], called per token and tile,
+    /// divides nothing.
+    blocks_per_row: usize,
 }
 
 /// One quantised row of [`QuantizedRows`].
@@ -108,6 +111,7 @@ impl QuantizedRows {
         );
         self.block = block;
         self.cols = cols;
+        self.blocks_per_row = cols / block;
         let blocks = xs.len() / block;
         self.d.resize(blocks, 0.0);
         self.qs.resize(xs.len(), 0);
@@ -143,7 +147,7 @@ impl QuantizedRows {
     /// Token row `t`.
     #[inline]
     pub fn row(&self, t: usize) -> ActRow<'_> {
-        let nb = self.cols / self.block;
+        let nb = self.blocks_per_row;
         ActRow {
             d: &self.d[t * nb..(t + 1) * nb],
             qs: &self.qs[t * self.cols..(t + 1) * self.cols],
