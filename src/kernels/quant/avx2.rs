@@ -1,7 +1,9 @@
 //! The AVX2 forms of the int8 dots of `kernels::quant` (chapter 10): `vpmaddubsw`
 //! multiplies unsigned by signed bytes and adds pairs to i16, `vpmaddwd` multiplies those
-//! by i16 (1, or a sub-block's scale) and adds pairs to i32. Every product and partial sum fits its lane (bounds at each use), so the
-//! integer sums equal the reference's exactly, and the f32 scaling is the same.
+//! by i16 (1, or a sub-block's scale) and adds pairs to i32. Every product and partial sum
+//! fits its lane (bounds at each use), so the integer sums equal the reference's exactly,
+//! and the f32 scaling is the same. Beside them, the activations' quantiser
+//! ([`quantize_row`]), which writes the clear form's bits.
 
 use super::*;
 use std::arch::x86_64::*;
@@ -360,6 +362,7 @@ mod tests {
     #[test]
     fn avx2_quantisation_equals_the_reference_bit_for_bit() {
         if !crate::kernels::policy::cpu().avx2 {
+            eprintln!("skipped: this CPU lacks AVX2");
             return;
         }
         let mut s = 0x9e37_79b9u32;
