@@ -32,6 +32,8 @@ use super::policy::{QuantActs, current, with_switches};
 use crate::quant::k_blocks::scale_min_k4;
 use crate::quant::{GgmlType, QK_K};
 
+pub use activations::{ActRow, ActRowMut, QuantizedRows};
+
 /// Matmuls with at most this many token rows per group take the int8 path when it is on
 /// (the types without register tiles; the others up to [`TILED_MAX_TOKENS`]).
 pub use super::dispatch::{
@@ -59,185 +61,6 @@ pub fn int8_max_tokens(ty: GgmlType) -> usize {
 /// is no int8 kernel for it (the f32 path runs).
 pub fn activation_block(ty: GgmlType) -> Option<usize> {
     super::dispatch::kernels(ty).act_block
-}
-
-/// Token rows quantised to 8-bit blocks of `block` values: value `i` of a row is
-/// `d[i / block] · qs[i]`, `qs` ∈ −127..=127, and `sums[k]` is the sum of `qs` over the
-/// 16 values `16k .. 16k + 16` (the K kernels subtract minima with it). The buffers are
-/// reused from call to call, so a decode step allocates nothing once they have grown.
-#[derive(Default)]
-pub struct QuantizedRows {
-    pub block: usize,
-    pub cols: usize,
-    pub d: Vec<f32>,
-    pub qs: Vec<i8>,
-    pub sums: Vec<i16>,
-    /// Per block, `d · Σ qs` (the K kernels' minima take it 8 blocks at a time).
-    pub dsums: Vec<f32>,
-    /// `cols / block`, kept so that [`QuantizedRows::row`], called per token and tile,
-    /// divides nothing.
-    blocks_per_row: usize,
-}
-
-/// One quantised row of [`QuantizedRows`].
-#[derive(Clone, Copy)]
-pub struct ActRow<'a> {
-    pub d: &'a [f32],
-    pub qs: &'a [i8],
-    pub sums: &'a [i16],
-    pub dsums: &'a [f32],
-}
-
-impl QuantizedRows {
-    /// Quantises the rows of `xs` (`[·, cols]`, `cols` a multiple of `block`, itself a
-    /// multiple of 16): each block's step is `max|x| / 127` and `q = round(x / d)`. A block
-    /// holding a NaN or an infinity gets a NaN step, so the dot is NaN, not silently finite.
-    pub fn quantize(&mut self, xs: &[f32], cols: usize, block: usize) {
-        self.quantize_where(xs, cols, block, |_| true);
-    }
-
-    /// [`QuantizedRows::quantize`] for the rows `t` where `keep(t)`; the others are left
-    /// as they were (a grouped matmul quantises only the groups its int8 path takes).
-    pub fn quantize_where(
-        &mut self,
-        xs: &[f32],
-        cols: usize,
-        block: usize,
-        keep: impl Fn(usize) -> bool + Sync,
-    ) {
-        assert!(
-            block.is_multiple_of(16) && cols.is_multiple_of(block) && xs.len().is_multiple_of(cols),
-            "QuantizedRows::quantize: shape"
-        );
-        self.block = block;
-        self.cols = cols;
-        self.blocks_per_row = cols / block;
-        let blocks = xs.len() / block;
-        self.d.resize(blocks, 0.0);
-        self.qs.resize(xs.len(), 0);
-        self.sums.resize(xs.len() / 16, 0);
-        self.dsums.resize(blocks, 0.0);
-        // Row slices: each token row is quantised on its own, so the threads split the rows.
-        let nb = cols / block;
-        let one_row =
-            |((((x, d), qs), sums), dsums): RowSlices| quantize_row(x, block, d, qs, sums, dsums);
-        let (d, qs, sums, dsums) = (&mut self.d, &mut self.qs, &mut self.sums, &mut self.dsums);
-        if xs.len() >= PARALLEL_MIN_VALUES && xs.len() > cols {
-            use rayon::prelude::*;
-            xs.par_chunks_exact(cols)
-                .zip(d.par_chunks_exact_mut(nb))
-                .zip(qs.par_chunks_exact_mut(cols))
-                .zip(sums.par_chunks_exact_mut(cols / 16))
-                .zip(dsums.par_chunks_exact_mut(nb))
-                .enumerate()
-                .filter(|(t, _)| keep(*t))
-                .for_each(|(_, row)| one_row(row));
-        } else {
-            xs.chunks_exact(cols)
-                .zip(d.chunks_exact_mut(nb))
-                .zip(qs.chunks_exact_mut(cols))
-                .zip(sums.chunks_exact_mut(cols / 16))
-                .zip(dsums.chunks_exact_mut(nb))
-                .enumerate()
-                .filter(|(t, _)| keep(*t))
-                .for_each(|(_, row)| one_row(row));
-        }
-    }
-
-    /// Token row `t`.
-    #[inline]
-    pub fn row(&self, t: usize) -> ActRow<'_> {
-        let nb = self.blocks_per_row;
-        ActRow {
-            d: &self.d[t * nb..(t + 1) * nb],
-            qs: &self.qs[t * self.cols..(t + 1) * self.cols],
-            sums: &self.sums[t * self.cols / 16..(t + 1) * self.cols / 16],
-            dsums: &self.dsums[t * nb..(t + 1) * nb],
-        }
-    }
-
-    /// Row `t` widened back to f32 (`d · q`), for tests.
-    pub fn dequantize_row(&self, t: usize) -> Vec<f32> {
-        let a = self.row(t);
-        a.qs.iter()
-            .enumerate()
-            .map(|(i, &q)| a.d[i / self.block] * q as f32)
-            .collect()
-    }
-}
-
-/// Activations below this many values are quantised on the calling thread alone.
-const PARALLEL_MIN_VALUES: usize = 1 << 14;
-
-/// One token row's output slices in [`QuantizedRows`]: the input, `d`, `qs`, `sums`, `dsums`.
-type RowSlices<'a> = (
-    (((&'a [f32], &'a mut [f32]), &'a mut [i8]), &'a mut [i16]),
-    &'a mut [f32],
-);
-
-/// Quantises one token row `x` in blocks of `block` into its slices of [`QuantizedRows`]:
-/// the AVX2 form where the CPU has it (the same bits), else [`quantize_row_reference`].
-fn quantize_row(
-    x: &[f32],
-    block: usize,
-    d_out: &mut [f32],
-    qs: &mut [i8],
-    sums: &mut [i16],
-    dsums: &mut [f32],
-) {
-    if !avx2::quantize_row(x, block, d_out, qs, sums, dsums) {
-        quantize_row_reference(x, block, d_out, qs, sums, dsums);
-    }
-}
-
-/// [`quantize_row`], the clear reference form: per block the step `d = max|x| / 127`,
-/// each value rounded to `x / d` (halves away from zero), the 16-value sums and `d · Σ q`.
-fn quantize_row_reference(
-    x: &[f32],
-    block: usize,
-    d_out: &mut [f32],
-    qs: &mut [i8],
-    sums: &mut [i16],
-    dsums: &mut [f32],
-) {
-    let per_block = x
-        .chunks_exact(block)
-        .zip(qs.chunks_exact_mut(block))
-        .zip(sums.chunks_exact_mut(block / 16));
-    for (((xb, qb), sb), (d_slot, dsum)) in per_block.zip(d_out.iter_mut().zip(dsums.iter_mut())) {
-        let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        let finite = xb.iter().all(|v| v.is_finite());
-        let d = amax / 127.0;
-        let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
-        let d = if finite { d } else { f32::NAN };
-        *d_slot = d;
-        let mut total = 0i32;
-        for ((x16, q16), s) in xb
-            .chunks_exact(16)
-            .zip(qb.chunks_exact_mut(16))
-            .zip(sb.iter_mut())
-        {
-            for (q, &v) in q16.iter_mut().zip(x16) {
-                *q = round_to_i8(v * inv);
-            }
-            *s = q16.iter().map(|&q| q as i16).sum();
-            total += *s as i32;
-        }
-        *dsum = d * total as f32;
-    }
-}
-
-/// `y.round().clamp(-127.0, 127.0) as i8` (halves away from zero, NaN to 0) without a
-/// call to libm's `roundf`, so the loop vectorises: the integer part of `|y|` is exact
-/// below 2²³, and so is the fraction left after it.
-#[inline(always)]
-fn round_to_i8(y: f32) -> i8 {
-    let a = y.abs();
-    // A comparison, not `min`, so that NaN stays NaN and truncates to 0.
-    let a = if a > 127.0 { 127.0 } else { a };
-    let whole = a as i32;
-    let r = whole + i32::from(a - whole as f32 >= 0.5);
-    (if y < 0.0 { -r } else { r }) as i8
 }
 
 /// `Σ_i w_i · x̂_i` for one weight row `row` of type `ty` (bytes of whole blocks) and the
@@ -460,6 +283,7 @@ pub(crate) fn unpack_scale_min_k4(b: &[u8]) -> (u64, u64) {
     )
 }
 
+mod activations;
 pub mod decode;
 pub mod lanes8;
 pub mod tiles;
@@ -470,20 +294,13 @@ mod avx2;
 
 #[cfg(not(target_arch = "x86_64"))]
 mod avx2 {
-    use super::{ActRow, GgmlType};
+    use super::{ActRow, ActRowMut, GgmlType};
     /// No AVX2 here: the reference runs.
     pub fn dot_row(_: GgmlType, _: &[u8], _: ActRow) -> Option<f32> {
         None
     }
-    pub fn quantize_row(
-        _: &[f32],
-        _: usize,
-        _: &mut [f32],
-        _: &mut [i8],
-        _: &mut [i16],
-        _: &mut [f32],
-    ) -> bool {
-        false
+    pub fn quantize_row<'a>(_: &[f32], _: usize, out: ActRowMut<'a>) -> Result<(), ActRowMut<'a>> {
+        Err(out)
     }
 }
 
@@ -491,34 +308,6 @@ mod avx2 {
 mod tests {
     use super::*;
 
-    /// The libm-free rounding equals `round().clamp()` on every f32 in ±130 around the
-    /// halves and integers, on the extremes and on NaN.
-    #[test]
-    fn round_to_i8_equals_round_and_clamp() {
-        let mut ys = vec![
-            f32::NAN,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            0.0,
-            -0.0,
-            1e30,
-            -1e30,
-        ];
-        for k in -260..=260 {
-            let c = k as f32 * 0.5;
-            let mut up = c;
-            let mut down = c;
-            for _ in 0..4 {
-                ys.extend([up, down]);
-                up = f32::from_bits(up.to_bits() + 1);
-                down = f32::from_bits(down.to_bits().max(1) - 1);
-            }
-        }
-        for y in ys {
-            let want = y.round().clamp(-127.0, 127.0) as i8;
-            assert_eq!(round_to_i8(y), want, "{y:e}");
-        }
-    }
     use crate::quant::{dequantize, quantize};
 
     const TYPES: [GgmlType; 4] = [
@@ -757,22 +546,20 @@ mod tests {
     fn parallel_quantisation_equals_the_serial_rows_bit_for_bit() {
         // Above the parallel threshold, with row counts and widths that split unevenly.
         for (cols, block) in [(352, QK8_0), (768, 256)] {
-            let rows = (PARALLEL_MIN_VALUES / cols) + 5;
+            let rows = (activations::PARALLEL_MIN_VALUES / cols) + 5;
             let x = values(rows * cols, 7, 3.0);
             let mut acts = QuantizedRows::default();
             acts.quantize(&x, cols, block);
-            let nb = cols / block;
+            let mut one = QuantizedRows::default();
             for t in 0..rows {
-                let (mut d, mut qs) = (vec![0.0f32; nb], vec![0i8; cols]);
-                let (mut sums, mut dsums) = (vec![0i16; cols / 16], vec![0.0f32; nb]);
-                let xr = &x[t * cols..(t + 1) * cols];
-                quantize_row(xr, block, &mut d, &mut qs, &mut sums, &mut dsums);
-                let a = acts.row(t);
+                one.resize(cols, cols, block);
+                activations::quantize_row(&x[t * cols..(t + 1) * cols], block, one.row_mut(0));
+                let (a, b) = (acts.row(t), one.row(0));
                 let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(a.d), bits(&d), "row {t}: steps");
-                assert_eq!(a.qs, &qs[..], "row {t}: values");
-                assert_eq!(a.sums, &sums[..], "row {t}: sums");
-                assert_eq!(bits(a.dsums), bits(&dsums), "row {t}: dsums");
+                assert_eq!(bits(a.d), bits(b.d), "row {t}: steps");
+                assert_eq!(a.qs, b.qs, "row {t}: values");
+                assert_eq!(a.sums, b.sums, "row {t}: sums");
+                assert_eq!(bits(a.dsums), bits(b.dsums), "row {t}: dsums");
             }
         }
     }

@@ -5,6 +5,7 @@
 //! and the f32 scaling is the same. Beside them, the activations' quantiser
 //! ([`quantize_row`]), which writes the clear form's bits.
 
+use super::activations::quantize_row_with;
 use super::*;
 use std::arch::x86_64::*;
 
@@ -252,41 +253,20 @@ fn dot_q6_k(row: &[u8], x: ActRow) -> f32 {
     acc
 }
 
-/// [`super::quantize_row_reference`] with AVX2, eight values a step, the same bits: the
-/// maximum ignores NaN as `f32::max` does, the rounding is [`super::round_to_i8`]'s
+/// [`super::activations::quantize_row_reference`] with AVX2, eight values a step, the same bits: the
+/// maximum ignores NaN as `f32::max` does, the rounding is [`super::activations::round_to_i8`]'s
 /// (truncate, add one from a fraction ≥ 0.5, NaN to 0), and the sums are integers.
-/// Returns false, having done nothing, on a CPU without AVX2.
-pub fn quantize_row(
-    x: &[f32],
-    block: usize,
-    d_out: &mut [f32],
-    qs: &mut [i8],
-    sums: &mut [i16],
-    dsums: &mut [f32],
-) -> bool {
+/// Hands `out` back untouched on a CPU without AVX2.
+pub fn quantize_row<'a>(x: &[f32], block: usize, out: ActRowMut<'a>) -> Result<(), ActRowMut<'a>> {
     if !crate::kernels::policy::cpu().avx2 {
-        return false;
+        return Err(out);
     }
-    assert!(
-        block.is_multiple_of(16)
-            && block > 0
-            && qs.len() == x.len()
-            && d_out.len() * block == x.len()
-            && dsums.len() == d_out.len()
-            && sums.len() * 16 == x.len(),
-        "quantize_row: shapes"
-    );
-    let per_block = x.chunks_exact(block).zip(qs.chunks_exact_mut(block));
-    let per_block = per_block.zip(sums.chunks_exact_mut(block / 16));
-    for (((xb, qb), sb), (d_slot, dsum)) in per_block.zip(d_out.iter_mut().zip(dsums)) {
-        // SAFETY: AVX2 was detected above; the block's slices hold `block` values and
-        // `block / 16` sums (asserted shapes), which the function indexes through
-        // bounds-checked 16-value chunks.
-        let (d, total) = unsafe { quantize_block(xb, qb, sb) };
-        *d_slot = d;
-        *dsum = d * total as f32;
-    }
-    true
+    // SAFETY: AVX2 was detected above; `quantize_block` reads and writes only through
+    // bounds-checked 8- and 16-value chunks of the slices it is given.
+    quantize_row_with(x, block, out, |xb, qb, sb| unsafe {
+        quantize_block(xb, qb, sb)
+    });
+    Ok(())
 }
 
 /// One block: its step `d` (NaN if a value is not finite) and `Σ q`.
@@ -329,7 +309,7 @@ fn quantize_block(xb: &[f32], qb: &mut [i8], sb: &mut [i16]) -> (f32, i32) {
     (if finite { d } else { f32::NAN }, total)
 }
 
-/// [`super::round_to_i8`] on eight lanes, as i32.
+/// [`super::activations::round_to_i8`] on eight lanes, as i32.
 #[target_feature(enable = "avx2")]
 fn round_to_i8x8(y: __m256) -> __m256i {
     let a = _mm256_andnot_ps(_mm256_set1_ps(-0.0), y);
@@ -356,6 +336,8 @@ fn load8(s: &[f32]) -> __m256 {
 
 #[cfg(test)]
 mod tests {
+    use super::QuantizedRows;
+
     /// The AVX2 quantiser writes the reference's bits: steps, values, sums and `d·Σq`, on
     /// random rows and on blocks made of the edge cases (halves at every magnitude, values
     /// that round past 127, zeros, subnormals whose step's inverse overflows, ±∞, NaN).
@@ -409,20 +391,16 @@ mod tests {
             let n = row.len() / block * block;
             let x = &row[..n];
             let run = |avx2: bool| {
-                let nb = n / block;
-                let (mut d, mut qs) = (vec![0.0f32; nb], vec![0i8; n]);
-                let (mut sums, mut dsums) = (vec![0i16; n / 16], vec![0.0f32; nb]);
+                let mut acts = QuantizedRows::default();
+                acts.resize(n, n, block);
                 if avx2 {
-                    assert!(super::quantize_row(
-                        x, block, &mut d, &mut qs, &mut sums, &mut dsums
-                    ));
+                    assert!(super::quantize_row(x, block, acts.row_mut(0)).is_ok());
                 } else {
-                    super::super::quantize_row_reference(
-                        x, block, &mut d, &mut qs, &mut sums, &mut dsums,
-                    );
+                    super::super::activations::quantize_row_reference(x, block, acts.row_mut(0));
                 }
+                let a = acts.row(0);
                 let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                (bits(&d), qs, sums, bits(&dsums))
+                (bits(a.d), a.qs.to_vec(), a.sums.to_vec(), bits(a.dsums))
             };
             assert_eq!(run(true), run(false), "block {block}");
         }
