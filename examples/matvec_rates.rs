@@ -7,6 +7,7 @@
 //! cargo run --release --example matvec_rates            # MB=512 PASSES=15 by default
 //! RAYON_NUM_THREADS=1 cargo run --release --example matvec_rates
 //! COLS=640 MB=178 cargo run --release --example matvec_rates  # Gemma 3 270M's LM head
+//! ONLY=q4_1 PASSES=2000 cargo run --release --example matvec_rates  # one type, no experts
 //! ```
 use llm_anatomy::bench::probes::read::{read_isa, xor_streams};
 use llm_anatomy::kernels::matmul::{Group, matmul_grouped};
@@ -78,6 +79,7 @@ fn main() {
     // The one-token matmuls' row length; a type whose blocks do not divide it is skipped,
     // and the experts keep theirs.
     let width = env_or("COLS", COLS);
+    let only = std::env::var("ONLY").ok();
     assert!(width > 0, "COLS must be at least one block");
     println!(
         "{threads} thread(s), {mb} MiB matrices of {width} columns, best / median of {passes}"
@@ -97,6 +99,9 @@ fn main() {
         let Some(row_bytes) = ty.row_bytes(width as u64) else {
             continue;
         };
+        if only.as_deref().is_some_and(|name| name != ty.name()) {
+            continue;
+        }
         let row_bytes = row_bytes as usize;
         let rows = (mb << 20) / row_bytes;
         let bytes = matrix_bytes(ty, rows, width);
@@ -121,6 +126,9 @@ fn main() {
             });
             println!(" read same bytes, 4 streams a thread: {best:5.1} / {median:5.1} GB/s");
         }
+    }
+    if only.is_some() {
+        return;
     }
     // Eight of 128 experts, one token each, as one grouped call (bf16 gate/up, then down).
     for (rows, cols) in [(768, 2048), (2048, 768)] {
