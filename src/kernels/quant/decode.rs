@@ -486,23 +486,33 @@ mod avx2 {
         hsum8(_mm256_sub_ps(acc, acc_min))
     }
 
-    /// Lane `s` of the result: the sum of the sixteen i16 of `p[s]`. Three rounds of
-    /// `vphaddw` leave, in each 128-bit half, one sum per `s` of that half's eight values;
-    /// the halves are widened and added. Each i16 stays below 2^15 when the values are
-    /// `vpmaddubsw` pairs of a 4-bit weight by an int8, as `BOUND_Q4` checks.
+    /// Lane `s` of the result: the sum of the sixteen i16 of `p[s]`, by `vpmaddwd` against
+    /// ones, which adds neighbours: each `p[s]` to eight i32, then twice two registers
+    /// packed back to i16 (`vpackssdw`, exact while every value fits) and added pairwise
+    /// again. That leaves, per 128-bit half, one sum per `s` of that half's values, and the
+    /// halves are added. Horizontal adds (`vphaddw`) would do the same in three µops each
+    /// on one pipe; these spread over the multiply and shuffle pipes. A value packed is at
+    /// most eight products, 8·15·127 < 2^15, when the values are `vpmaddubsw` pairs of a
+    /// 4-bit weight by an int8, as `BOUND_Q4` checks.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     fn sub_block_sums(p: [__m256i; 8]) -> __m256i {
-        const BOUND_Q4: i32 = 8 * 2 * 15 * 127;
+        const BOUND_Q4: i32 = 8 * 15 * 127;
         const _: () = assert!(BOUND_Q4 <= i16::MAX as i32);
-        let a = _mm256_hadd_epi16(p[0], p[1]);
-        let b = _mm256_hadd_epi16(p[2], p[3]);
-        let c = _mm256_hadd_epi16(p[4], p[5]);
-        let d = _mm256_hadd_epi16(p[6], p[7]);
-        let e = _mm256_hadd_epi16(_mm256_hadd_epi16(a, b), _mm256_hadd_epi16(c, d));
+        let ones = _mm256_set1_epi16(1);
+        let pairs = |a, b| _mm256_madd_epi16(_mm256_packs_epi32(a, b), ones);
+        let e = p.map(|v| _mm256_madd_epi16(v, ones));
+        let f = [
+            pairs(e[0], e[1]),
+            pairs(e[2], e[3]),
+            pairs(e[4], e[5]),
+            pairs(e[6], e[7]),
+        ];
+        // [s0..s3 of the low 128-bit halves | s0..s3 of the high halves], and s4..s7.
+        let (g0, g1) = (pairs(f[0], f[1]), pairs(f[2], f[3]));
         _mm256_add_epi32(
-            _mm256_cvtepi16_epi32(_mm256_castsi256_si128(e)),
-            _mm256_cvtepi16_epi32(_mm256_extracti128_si256::<1>(e)),
+            _mm256_permute2x128_si256::<0x20>(g0, g1),
+            _mm256_permute2x128_si256::<0x31>(g0, g1),
         )
     }
 
@@ -568,16 +578,21 @@ mod avx2 {
 
     /// Lane `j`: `sc_2j·Σ p[j][..8] + sc_2j+1·Σ p[j][8..]`, the scaled sums of the two
     /// 16-weight sub-blocks whose `vpmaddubsw` pairs `p[j]` holds, with the sixteen i8
-    /// scales `raw`. After `vpmaddwd` by ones and two rounds of `vphaddd`, `lo` holds the
+    /// scales `raw`. `vpmaddwd` by ones adds neighbours (to at most four products,
+    /// 4·63·127 < 2^15, so two registers pack back to i16 exactly and are added pairwise
+    /// again, as in [`sub_block_sums`]); one round of `vphaddd` then leaves in `lo` the
     /// even sub-blocks of `j < 4` in its low half and their odd ones in its high half (`hi`
     /// the same for `j ≥ 4`), so the scales are shuffled into that order.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     fn sub_block_sums_q6(p: [__m256i; 8], raw: __m128i) -> __m256i {
+        const BOUND_Q6: i32 = 4 * 63 * 127;
+        const _: () = assert!(BOUND_Q6 <= i16::MAX as i32);
         let ones = _mm256_set1_epi16(1);
-        let e: [__m256i; 8] = [0, 1, 2, 3, 4, 5, 6, 7].map(|j| _mm256_madd_epi16(p[j], ones));
-        let lo = _mm256_hadd_epi32(_mm256_hadd_epi32(e[0], e[1]), _mm256_hadd_epi32(e[2], e[3]));
-        let hi = _mm256_hadd_epi32(_mm256_hadd_epi32(e[4], e[5]), _mm256_hadd_epi32(e[6], e[7]));
+        let pairs = |a, b| _mm256_madd_epi16(_mm256_packs_epi32(a, b), ones);
+        let e = p.map(|v| _mm256_madd_epi16(v, ones));
+        let lo = _mm256_hadd_epi32(pairs(e[0], e[1]), pairs(e[2], e[3]));
+        let hi = _mm256_hadd_epi32(pairs(e[4], e[5]), pairs(e[6], e[7]));
         let order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
         let sc = _mm_shuffle_epi8(raw, order);
         // A sub-block's sum is at most 16·63·127 = 128016; times |sc| ≤ 128, below 2^24.
