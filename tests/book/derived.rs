@@ -362,6 +362,31 @@ fn chapter1_no_parameters_numbers() {
     assert_eq!(rope::inv_freq(128, 1e6).len(), 64);
 }
 
+/// Chapter 10's "Gather a block's sums into lanes" and exercise 6: which rounds of pairwise
+/// adds may pack their sums to 16 bits (`vpackssdw` is exact only inside ±32,767).
+#[test]
+fn chapter10_numbers() {
+    let text = fs::read_to_string(book_src().join("10-performance.md")).expect("chapter 10");
+    let fits = |v: i32| v <= i16::MAX as i32;
+    let printed = |v: i32| {
+        let s = v.to_string();
+        let (head, tail) = s.split_at(s.len() - 3);
+        format!("{head}{{,}}{tail}")
+    };
+    // Q4_K: a packed sum holds at most eight products of a 4-bit weight by an int8.
+    let q4_eight = 8 * 15 * 127;
+    // Q6_K: four products of a 6-bit weight fit, eight do not.
+    let (q6_one, q6_four, q6_eight) = (63 * 127, 4 * 63 * 127, 8 * 63 * 127);
+    assert!(fits(q4_eight) && fits(q6_four) && !fits(q6_eight));
+    for v in [q4_eight, q6_one, q6_four, q6_eight] {
+        assert!(
+            text.contains(&printed(v)),
+            "chapter 10 prints {}",
+            printed(v)
+        );
+    }
+}
+
 #[test]
 fn synthesis_numbers() {
     use llm_anatomy::params::{bundled, count};

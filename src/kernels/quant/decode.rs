@@ -10,9 +10,10 @@
 //!   half a register, so two rows share one register through the unpacking, the
 //!   multiplies and the scaling (about 9 vector instructions a block instead of 14).
 //! - Q4_K and Q6_K walk one row at a time. Each 256-weight block's eight integer sums are
-//!   gathered into the eight lanes of one register by horizontal adds, so the block pays
-//!   one conversion and one or two FMAs instead of eight, and the lanes are added once per
-//!   row. (Their two- and four-row versions ran 8 % and 18 % slower, `examples/matvec_rates.rs`.)
+//!   gathered into the eight lanes of one register (pairwise adds by `vpmaddwd`, with
+//!   `vpackssdw` between rounds), so the block pays one conversion and one or two FMAs
+//!   instead of eight, and the lanes are added once per row. (Their two- and four-row
+//!   versions ran 8 % and 18 % slower, `examples/matvec_rates.rs`.)
 //!
 //! The integer sum of each activation block equals the reference's exactly; only the f32
 //! additions come in another order (and Q6_K's block sums, which can pass 2^24, round once
@@ -450,8 +451,8 @@ mod avx2 {
     /// Q4_K: lane `s` of the row's accumulator collects sub-block `s` of every 256-weight
     /// block: `(d·sc_s·dx_s)·Σ q·x̂` minus `(dmin·m_s)·(dx_s·Σx̂)`, the second factor being
     /// the token's `dsums`. Each sub-block's integer sum reaches its lane through three
-    /// rounds of `vphaddw` (see [`sub_block_sums`]), so a block costs one conversion and
-    /// two FMAs however many sub-blocks it has, and the lanes are added once per row.
+    /// rounds of pairwise adds (see [`sub_block_sums`]), so a block costs one conversion
+    /// and two FMAs however many sub-blocks it has, and the lanes are added once per row.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     fn q4_k(row: &[u8], x: ActRow) -> f32 {
@@ -518,7 +519,7 @@ mod avx2 {
 
     /// Q6_K: lane `j` of the row's accumulator collects activation block `j` (sub-blocks
     /// `2j`, `2j + 1`) of every 256-weight block: `d·dx_j·(Σ_s sc_s·Σ q·x̂ − 32·Σ_s sc_s·Σx̂)`.
-    /// The sixteen sub-block sums come from one round of `vpmaddwd` and two of `vphaddd`
+    /// The sixteen sub-block sums come from two rounds of `vpmaddwd` and one of `vphaddd`
     /// ([`sub_block_sums_q6`]), are multiplied by their scales in integers and paired into
     /// the block's lanes, so the block costs one conversion and one FMA.
     #[target_feature(enable = "avx2,fma,f16c")]
