@@ -17,7 +17,7 @@
 //! 9 array (a u32 element type, a u64 count, the elements), 10 u64, 11 i64, 12 f64.
 //! A tensor's size follows from its type's blocks ([`GgmlType::row_bytes`]).
 //!
-//! The reader ([`parse`]) checks what llama.cpp's `gguf_init_from_file` checks — the
+//! The reader ([`parse()`]) checks what llama.cpp's `gguf_init_from_file` checks — the
 //! version, unique non-empty keys, a power-of-two alignment, at most 4 dimensions, element
 //! counts within `i64`, rows a whole number of blocks, unique tensor names under 64 bytes,
 //! each tensor at the end of the one before rounded up to the alignment — and, beyond it,

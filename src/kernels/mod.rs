@@ -415,7 +415,7 @@ pub struct KvHead<'a> {
     pub offset: usize,
 }
 
-/// The output pointer shared by the tasks of one [`matmul_grouped`](matmul::matmul_grouped).
+/// The output pointer shared by the tasks of one [`matmul_grouped`].
 #[derive(Clone, Copy)]
 struct OutPtr(*mut f32);
 // SAFETY: the pointer is only written through `Out::set`, whose contract makes the tasks of

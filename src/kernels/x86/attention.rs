@@ -110,7 +110,7 @@ unsafe fn attend_avx2(
 
 // ------------------------------------------------------------------ attention
 
-/// [`attend_reference`](super::attention::attend_reference) with AVX-512 FMAs: each key
+/// [`attend_reference`](crate::kernels::attention::attend_reference) with AVX-512 FMAs: each key
 /// row is read once for all the heads of the group, the scores of all heads are kept
 /// (`scores` is `[heads, span]`), and each head's weighted values are summed 128 columns
 /// at a time in registers.
