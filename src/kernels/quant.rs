@@ -294,13 +294,10 @@ mod avx2;
 
 #[cfg(not(target_arch = "x86_64"))]
 mod avx2 {
-    use super::{ActRow, ActRowMut, GgmlType};
+    use super::{ActRow, GgmlType};
     /// No AVX2 here: the reference runs.
     pub fn dot_row(_: GgmlType, _: &[u8], _: ActRow) -> Option<f32> {
         None
-    }
-    pub fn quantize_row<'a>(_: &[f32], _: usize, out: ActRowMut<'a>) -> Result<(), ActRowMut<'a>> {
-        Err(out)
     }
 }
 

@@ -1,8 +1,18 @@
 //! Activations quantised to 8-bit blocks for the int8 dots of [`super`] (chapter 10): one
 //! step per block, the values rounded to it, and the sums the K kernels' minima need. The
-//! AVX2 block kernel (`super::avx2`) writes the same bits as the clear form here.
+//! AVX2 block kernel (`avx2`) writes the same bits as the clear form here.
 
-use super::avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+
+#[cfg(not(target_arch = "x86_64"))]
+mod avx2 {
+    use super::ActRowMut;
+    /// No AVX2 here: the clear form runs.
+    pub fn quantize_row<'a>(_: &[f32], _: usize, out: ActRowMut<'a>) -> Result<(), ActRowMut<'a>> {
+        Err(out)
+    }
+}
 
 /// Token rows quantised to 8-bit blocks of `block` values: value `i` of a row is
 /// `d[i / block] · qs[i]`, `qs` ∈ −127..=127, and `sums[k]` is the sum of `qs` over the
