@@ -550,7 +550,7 @@ mod tests {
             let mut one = QuantizedRows::default();
             for t in 0..rows {
                 one.resize(cols, cols, block);
-                activations::quantize_row(&x[t * cols..(t + 1) * cols], block, one.row_mut(0));
+                activations::quantize_row(&x[t * cols..(t + 1) * cols], block, one.whole_mut());
                 let (a, b) = (acts.row(t), one.row(0));
                 let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(a.d), bits(b.d), "row {t}: steps");

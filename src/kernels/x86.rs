@@ -53,7 +53,16 @@ pub(in crate::kernels) fn hsum4(v: __m128) -> f32 {
 #[target_feature(enable = "avx2")]
 #[inline]
 pub(in crate::kernels) fn hsum_i32(v: __m256i) -> i32 {
-    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    hsum4_i32(_mm_add_epi32(
+        _mm256_castsi256_si128(v),
+        _mm256_extracti128_si256(v, 1),
+    ))
+}
+
+/// The four i32 lanes of `s` summed.
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(in crate::kernels) fn hsum4_i32(s: __m128i) -> i32 {
     let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
     let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
     _mm_cvtsi128_si32(s)

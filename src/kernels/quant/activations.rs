@@ -123,16 +123,12 @@ impl QuantizedRows {
         }
     }
 
-    /// Token row `t`, to be written (tests fill one row by one quantiser or another).
+    /// The buffers as one row to be written, for tests that quantise a single row.
     #[cfg(test)]
-    pub(super) fn row_mut(&mut self, t: usize) -> ActRowMut<'_> {
-        let (nb, cols) = (self.blocks_per_row, self.cols);
-        ActRowMut {
-            d: &mut self.d[t * nb..(t + 1) * nb],
-            qs: &mut self.qs[t * cols..(t + 1) * cols],
-            sums: &mut self.sums[t * cols / 16..(t + 1) * cols / 16],
-            dsums: &mut self.dsums[t * nb..(t + 1) * nb],
-        }
+    pub(super) fn whole_mut(&mut self) -> ActRowMut<'_> {
+        let (d, qs) = (&mut self.d, &mut self.qs);
+        let (sums, dsums) = (&mut self.sums, &mut self.dsums);
+        ActRowMut { d, qs, sums, dsums }
     }
 
     /// Row `t` widened back to f32 (`d · q`), for tests.
@@ -163,14 +159,14 @@ pub(super) fn quantize_row(x: &[f32], block: usize, out: ActRowMut) {
 }
 
 /// [`quantize_row`], the clear reference form.
-pub(super) fn quantize_row_reference(x: &[f32], block: usize, out: ActRowMut) {
+fn quantize_row_reference(x: &[f32], block: usize, out: ActRowMut) {
     quantize_row_with(x, block, out, quantize_block_reference);
 }
 
 /// Quantises `x` block by block with `quantize_block`, which fills a block's values and
 /// 16-value sums and returns its step and `Σ q`; the row's `d · Σ q` are formed here.
 #[inline(always)]
-pub(super) fn quantize_row_with(
+fn quantize_row_with(
     x: &[f32],
     block: usize,
     out: ActRowMut,
@@ -218,7 +214,7 @@ fn quantize_block_reference(xb: &[f32], qb: &mut [i8], sb: &mut [i16]) -> (f32, 
 /// call to libm's `roundf`, so the loop vectorises: the integer part of `|y|` is exact
 /// below 2²³, and so is the fraction left after it.
 #[inline(always)]
-pub(super) fn round_to_i8(y: f32) -> i8 {
+fn round_to_i8(y: f32) -> i8 {
     let a = y.abs();
     // A comparison, not `min`, so that NaN stays NaN and truncates to 0.
     let a = if a > 127.0 { 127.0 } else { a };

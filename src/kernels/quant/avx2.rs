@@ -5,7 +5,7 @@
 //! and the f32 scaling is the same.
 
 use super::*;
-use crate::kernels::x86::hsum_i32 as hsum;
+use crate::kernels::x86::{hsum_i32 as hsum, hsum4_i32 as hsum4};
 use std::arch::x86_64::*;
 
 /// The AVX2 dot, or `None` when the CPU lacks AVX2 or the type has no AVX2 kernel.
@@ -72,14 +72,6 @@ fn dot_q8_0(row: &[u8], x: ActRow) -> f32 {
         acc += q8_0_scale(f16_at(blk), x.d[2 * b], x.d[2 * b + 1], s0, s1);
     }
     acc
-}
-
-/// The four i32 lanes summed.
-#[target_feature(enable = "avx2")]
-fn hsum4(s: __m128i) -> i32 {
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
-    _mm_cvtsi128_si32(s)
 }
 
 #[target_feature(enable = "avx2")]
