@@ -92,8 +92,10 @@ fn main() {
         GgmlType::Q8_0,
         GgmlType::Q4_K,
         GgmlType::Q6_K,
+        GgmlType::Q4_0,
         GgmlType::Q4_1,
         GgmlType::Q5_0,
+        GgmlType::Q5_1,
     ] {
         // Rows of `width` columns hold whole blocks of this type, or it is skipped.
         let Some(row_bytes) = ty.row_bytes(width as u64) else {

@@ -425,7 +425,7 @@ struct OutPtr(*mut f32);
 unsafe impl Send for OutPtr {}
 unsafe impl Sync for OutPtr {}
 
-/// One task's view of `out` (`[n, stride]`): it owns rows `r0 .. r0 + ROW_BLOCK`. Only
+/// One task's view of `out` (`[n, stride]`): it owns its block of rows from `r0`. Only
 /// `matmul::run_jobs` makes one; the kernels write through [`Out::set`].
 #[derive(Clone, Copy)]
 struct Out {
@@ -438,9 +438,17 @@ struct Out {
 /// enough that both cores get many tasks and the row block stays in L2).
 const ROW_BLOCK: usize = 32;
 
-/// Output rows of a decode task (every group one token, rows read once): a task's row
-/// streams start cold, so bigger tasks read faster (`examples/matvec_rates`).
+/// Output rows of a decode task (every group one token, rows read once) whose rows are
+/// dequantised into a buffer first.
 const DECODE_ROW_BLOCK: usize = 64;
+/// Bytes of weights a decode task whose kernel streams its rows reads (as rows): a task's
+/// row streams start cold, so longer ones read faster (`examples/matvec_rates`).
+const DECODE_JOB_BYTES: usize = 512 << 10;
+/// Decode tasks a thread gets at least, so the threads finish together.
+const DECODE_JOBS_PER_THREAD: usize = 2;
+/// The fewest and the most rows of a decode task that streams its rows.
+const MIN_DECODE_ROWS: usize = 16;
+const MAX_DECODE_ROWS: usize = 1024;
 /// Tokens per input panel: two 16-lane vectors.
 const PANEL: usize = 32;
 
