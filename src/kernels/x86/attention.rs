@@ -64,9 +64,14 @@ unsafe fn attend_avx2(
 ) {
     let len = span.len();
     let (kp, vp) = (kv.keys.as_ptr(), kv.values.as_ptr());
+    // Rows of one head among others' are a strided pattern; contiguous ones need no help.
+    let ahead = if kv.stride > d { KV_AHEAD } else { 0 };
     for (jj, j) in span.clone().enumerate() {
         // SAFETY: row j lies inside `keys` (the caller's contract).
         let k = unsafe { kp.add(j * kv.stride + kv.offset) };
+        if ahead > 0 {
+            prefetch_row(kp, (j + ahead) * kv.stride + kv.offset, d);
+        }
         for (h, qh) in q.chunks_exact(d).enumerate() {
             let mut acc = [_mm256_setzero_ps(); 2];
             for c in (0..d).step_by(8) {
@@ -93,6 +98,9 @@ unsafe fn attend_avx2(
             let mut acc = [_mm256_setzero_ps(); 8];
             for (jj, j) in span.clone().enumerate() {
                 let pj = _mm256_set1_ps(p[jj]);
+                if ahead > 0 {
+                    prefetch_row(vp, (j + ahead) * kv.stride + kv.offset + c0, 8 * nv);
+                }
                 // SAFETY: row j lies inside `values` (the caller's contract).
                 let v = unsafe { vp.add(j * kv.stride + kv.offset + c0) };
                 for (u, a) in acc.iter_mut().enumerate().take(nv) {
@@ -105,6 +113,20 @@ unsafe fn attend_avx2(
                 unsafe { _mm256_storeu_ps(o.as_mut_ptr().add(c0 + 8 * u), *a) };
             }
         }
+    }
+}
+
+/// Cached positions ahead of the one being read whose rows the decode kernel asks for when
+/// a head's rows are `d` of every `stride` floats, a pattern the prefetchers follow late.
+const KV_AHEAD: usize = 8;
+
+/// Asks for the cache lines of the `floats` floats at `at` floats past `base` (a hint:
+/// the address may lie past the cache, which a prefetch never faults on).
+#[inline(always)]
+fn prefetch_row(base: *const f32, at: usize, floats: usize) {
+    for line in (0..floats).step_by(16) {
+        // SAFETY: a prefetch never faults; `wrapping_add` keeps the address defined.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(at + line) as *const i8) };
     }
 }
 
