@@ -385,6 +385,16 @@ fn chapter10_numbers() {
             printed(v)
         );
     }
+    // A decode task's rows: as many Q8_0 rows as fill 512 KiB.
+    use llm_anatomy::quant::GgmlType;
+    let rows = |cols: u64| 512 * 1024 / GgmlType::Q8_0.row_bytes(cols).expect("whole blocks");
+    assert!(
+        text.contains("fill 512 KiB"),
+        "chapter 10 states the task's bytes"
+    );
+    let (head, expert) = (rows(640), rows(2048));
+    assert!(text.contains(&format!("which is {head} rows of Gemma 3's")));
+    assert!(text.contains(&format!("and {expert} of a 2,048-column Q8_0 expert")));
 }
 
 #[test]
