@@ -68,6 +68,17 @@ pub(in crate::kernels) fn hsum4_i32(s: __m128i) -> i32 {
     _mm_cvtsi128_si32(s)
 }
 
+/// Asks for the cache lines of the `bytes` bytes from `p` (a hint: the address may lie
+/// past any allocation, which a prefetch never faults on).
+#[inline(always)]
+pub(in crate::kernels) fn prefetch_lines(p: *const u8, bytes: usize) {
+    for k in (0..bytes).step_by(64) {
+        // SAFETY: a prefetch is a hint that never faults, whatever the address;
+        // `wrapping_add` computes it without asserting it is in bounds.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(k) as *const i8) };
+    }
+}
+
 /// Tokens whose inputs stay hot in L2 while a row group sweeps them.
 const TOKEN_BLOCK: usize = 64;
 

@@ -244,14 +244,7 @@ mod avx2 {
     /// address may lie past the matrix, which a prefetch never faults on).
     #[inline(always)]
     pub(super) fn prefetch(p: *const u8, bytes: usize) {
-        let ahead = AHEAD;
-        let mut k = 0;
-        while k < bytes {
-            // SAFETY: a prefetch is a hint that never faults, whatever the address;
-            // `wrapping_add` computes it without asserting it is in bounds.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(ahead + k) as *const i8) };
-            k += 64;
-        }
+        crate::kernels::x86::prefetch_lines(p.wrapping_add(AHEAD), bytes);
     }
 
     /// Q4_0, Q4_1, Q5_0, Q5_1: blocks of `BYTES` bytes, `d` first, the 16 bytes of packed

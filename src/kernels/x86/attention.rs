@@ -5,7 +5,7 @@
 //! path to `attend_reference`.
 
 use super::super::{KvHead, softmax_in_place};
-use super::{hsum8, use_avx512};
+use super::{hsum8, prefetch_lines, use_avx512};
 use std::arch::x86_64::*;
 use std::ops::Range;
 
@@ -120,14 +120,11 @@ unsafe fn attend_avx2(
 /// a head's rows are `d` of every `stride` floats, a pattern the prefetchers follow late.
 const KV_AHEAD: usize = 8;
 
-/// Asks for the cache lines of the `floats` floats at `at` floats past `base` (a hint:
-/// the address may lie past the cache, which a prefetch never faults on).
+/// Asks for the `floats` floats at `at` floats past `base` (which may lie past the cache:
+/// a prefetch never faults).
 #[inline(always)]
 fn prefetch_row(base: *const f32, at: usize, floats: usize) {
-    for line in (0..floats).step_by(16) {
-        // SAFETY: a prefetch never faults; `wrapping_add` keeps the address defined.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(at + line) as *const i8) };
-    }
+    prefetch_lines(base.wrapping_add(at) as *const u8, 4 * floats);
 }
 
 // ------------------------------------------------------------------ attention
