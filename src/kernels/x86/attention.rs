@@ -149,10 +149,14 @@ unsafe fn attend_avx512(
 ) {
     let len = span.len();
     let (kp, vp) = (kv.keys.as_ptr(), kv.values.as_ptr());
+    let ahead = if kv.stride > d { KV_AHEAD } else { 0 };
     // Scores: every head against key j, the key read once.
     for (jj, j) in span.clone().enumerate() {
         // SAFETY: row j lies inside `keys` (the caller's contract).
         let k = unsafe { kp.add(j * kv.stride + kv.offset) };
+        if ahead > 0 {
+            prefetch_row(kp, (j + ahead) * kv.stride + kv.offset, d);
+        }
         for (h, qh) in q.chunks_exact(d).enumerate() {
             let mut acc = [_mm512_setzero_ps(); 2];
             for c in (0..d).step_by(32) {
@@ -185,6 +189,9 @@ unsafe fn attend_avx512(
             let mut acc = [_mm512_setzero_ps(); 8];
             for (jj, j) in span.clone().enumerate() {
                 let pj = _mm512_set1_ps(p[jj]);
+                if ahead > 0 {
+                    prefetch_row(vp, (j + ahead) * kv.stride + kv.offset + c0, 16 * nv);
+                }
                 // SAFETY: row j lies inside `values` (the caller's contract).
                 let v = unsafe { vp.add(j * kv.stride + kv.offset + c0) };
                 for (u, a) in acc.iter_mut().enumerate().take(nv) {
