@@ -203,6 +203,17 @@ fn rows(n: usize) -> impl Strategy<Value = Vec<f32>> {
         .prop_map(|(scale, v)| v.into_iter().map(|x| x * scale).collect())
 }
 
+/// Bound on |x − x̂| for a Q4_K or Q5_K block of `levels + 1` levels. A sub-block's scale is
+/// searched down to range/(levels + 1) (llama.cpp's `make_qkx2_quants`), which may clip its
+/// top weight by that much (the range is at most 2·amax, its min being ≤ 0); storing the
+/// scale in 6 bits of the largest (at most 2·amax/(levels − 1)) moves the top level by
+/// levels/126 of that, and the 6-bit min moves the grid by up to amax/126.
+fn k_bound(amax: f32, levels: f32) -> f32 {
+    let clip = 2.0 * amax / (levels + 1.0);
+    let scale = levels * 2.0 * amax / (levels - 1.0) / 126.0;
+    clip + scale + amax / 126.0 + amax * 2e-3
+}
+
 /// Bound on |x − x̂| for a block, from the scales as stored: half a step, plus the f16
 /// rounding of the offset for the `_1` / K types (which the step does not cover), plus a
 /// little f32 slack.
@@ -227,10 +238,8 @@ fn check_round_trip(ty: GgmlType, x: &[f32]) -> Result<(), TestCaseError> {
             // there may be a whole step off.
             GgmlType::Q4_0 | GgmlType::Q5_0 => f16(0, blk).abs() + amax * 2e-3,
             GgmlType::Q4_1 | GgmlType::Q5_1 => f16(0, blk).abs() / 2.0 + amax * 2e-3,
-            // The K types clip a sub-block's scale to 6 bits of the largest: allow a full
-            // step of the coarsest grid (range / levels) rather than half of their own.
-            GgmlType::Q4_K => amax * 2.0 / 15.0 * 1.05,
-            GgmlType::Q5_K => amax * 2.0 / 31.0 * 1.05,
+            GgmlType::Q4_K => k_bound(amax, 15.0),
+            GgmlType::Q5_K => k_bound(amax, 31.0),
             GgmlType::Q6_K => amax / 32.0 * 1.05,
             // Half an f16 ulp: 2^-11 relative, or half the smallest subnormal step 2^-24.
             GgmlType::F16 => amax / 2048.0 + 2f32.powi(-25),
