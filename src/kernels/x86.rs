@@ -1,8 +1,8 @@
 //! The x86-64 kernels of chapter 10 and their run-time dispatch: AVX2+FMA+F16C register
-//! tiles, AVX2's one-token bf16 kernel (`bf16_decode`) and AVX-512 tiles for the matmuls of
-//! `matmul.rs`, the outer-product kernels `gemm_block` (AVX-512) and `gemm_block_avx2` for
-//! prefill, and the attention kernels of both widths for `attention.rs` and
-//! `attention_block.rs`. Compiled on x86-64 only (the `mod x86` declaration carries
+//! tiles, the one-token bf16 kernel (`bf16_decode`, on every CPU with AVX2) and AVX-512
+//! tiles for the matmuls of `matmul.rs`, the outer-product kernels `gemm_block` (AVX-512)
+//! and `gemm_block_avx2` for prefill, and the attention kernels of both widths for
+//! `attention.rs` and `attention_block.rs`. Compiled on x86-64 only (the `mod x86` declaration carries
 //! the one `cfg`); each entry point checks the CPU (`policy::cpu`, detected once) and
 //! declines when it lacks the features, so the caller's portable code runs. Tests pin every
 //! path equal to its reference in the file that calls it (`matmul.rs`, `attention.rs`).
@@ -112,10 +112,10 @@ pub(super) unsafe fn tiles(
             WeightData::F32(d) => tiles_typed(&d[span], w.cols, xs, n, out, avx512),
             WeightData::Bf16(d) => {
                 let d = &d[span];
-                // One token without the AVX-512 tiles: the AVX2 decode kernel (AVX2 and FMA
-                // checked first), which declines columns that are not in sixteens.
-                let avx2 = n == 1 && !avx512 && super::policy::cpu().avx2_fma();
-                (avx2 && bf16_decode::matvec(d, w.cols, xs, out))
+                // One token: the decode kernel, with or without AVX-512 (a 512-bit form of
+                // it read no faster), which declines columns that are not in sixteens.
+                let one = n == 1 && super::policy::cpu().avx2_fma();
+                (one && bf16_decode::matvec(d, w.cols, xs, out))
                     || tiles_typed(d, w.cols, xs, n, out, avx512)
             }
             WeightData::F16(d) => tiles_typed(&d[span], w.cols, xs, n, out, avx512),

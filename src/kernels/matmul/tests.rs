@@ -16,8 +16,8 @@ fn matmul_equals_reference_matvec() {
     for &(rows, cols, n) in &[
         (1, 3, 1),
         (7, 8, 1),
-        // One token over columns in sixteens: AVX2's bf16 decode kernel, with rows
-        // that fill its four streams and rows left over.
+        // One token over columns in sixteens: the bf16 decode kernel, with rows that
+        // fill its four streams and rows left over (with and without AVX-512).
         (3, 16, 1),
         (37, 48, 1),
         (32, 2048, 1),

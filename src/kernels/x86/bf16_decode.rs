@@ -1,5 +1,6 @@
-//! The one-token bf16 matvec on AVX2 (a decode step). Two things set its pace, and neither
-//! is the FMAs:
+//! The one-token bf16 matvec (a decode step), in 256-bit registers also where AVX-512 is
+//! on: a 512-bit form read no faster, and one kernel gives every x86 CPU the same decode
+//! bits. Two things set its pace, and neither is the FMAs:
 //! - **Work per weight.** A 32-byte load holds sixteen bf16 weights, two to a 32-bit word.
 //!   Shifting the words up by 16 makes the even weights f32 and masking off their low
 //!   halves makes the odd ones f32: one load and two integer operations for sixteen
