@@ -10,8 +10,8 @@
 //! the same machine, and reports the fraction of each ceiling reached. The read ceiling is
 //! the best of several access patterns ([`probes`]: streaming loops with the widest loads,
 //! and the engine's own matvec over anonymous memory and over a memory-mapped safetensors
-//! file, on buffers at least 4 × the last-level cache), probed again up to twice while the
-//! decode outruns it; [`check_ceiling`] refuses a decode that still beats the highest
+//! file, on buffers at least 4 × the last-level cache), probed again up to four times
+//! while the decode outruns it; [`check_ceiling`] refuses a decode that still beats the highest
 //! probe. `ANATOMY_NO_AVX512` and `ANATOMY_PROBE_PORTABLE` narrow the probes' loads
 //! (see [`probes`]).
 
@@ -284,8 +284,10 @@ fn run_in_pool(dir: &Path, opts: &BenchOptions) -> Result<BenchReport> {
     })
 }
 
-/// Probes of the machine's ceilings beyond the first, when the decode read faster than it.
-const EXTRA_PROBES: usize = 2;
+/// Probes of the machine's ceilings beyond the first, when the decode read faster than it,
+/// and the pause before each: a shared host's bandwidth can sit in a low state for seconds.
+const EXTRA_PROBES: usize = 4;
+const PROBE_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The machine's probes, taken again (up to [`EXTRA_PROBES`] times) while the decode's
 /// `decode_gb_s` outruns the read ceiling: a shared host's bandwidth drifts between the
@@ -304,6 +306,7 @@ fn probe_ceiling(opts: &BenchOptions, decode_gb_s: f64, work: &Work) -> Machine 
         if !outran(&machine) {
             break;
         }
+        std::thread::sleep(PROBE_PAUSE);
         let again = probe();
         if again.mem_read_gb_s > machine.mem_read_gb_s {
             machine = again;
