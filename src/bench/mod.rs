@@ -11,9 +11,9 @@
 //! the best of several access patterns ([`probes`]: streaming loops with the widest loads,
 //! and the engine's own matvec over anonymous memory and over a memory-mapped safetensors
 //! file, on buffers at least 4 × the last-level cache), probed again up to four times
-//! while the decode outruns it; [`check_ceiling`] refuses a decode that still beats the highest
-//! probe. `ANATOMY_NO_AVX512` and `ANATOMY_PROBE_PORTABLE` narrow the probes' loads
-//! (see [`probes`]).
+//! while the decode outruns it; [`check_ceiling`] refuses a decode that still beats the
+//! highest probe. `ANATOMY_NO_AVX512` and `ANATOMY_PROBE_PORTABLE` narrow the probes'
+//! loads (see [`probes`]).
 
 use crate::error::{Error, Result};
 use crate::kernels::{Matrix, WeightData};

@@ -2,10 +2,11 @@
 //! tiles, the one-token bf16 kernel (`bf16_decode`, on every CPU with AVX2) and AVX-512
 //! tiles for the matmuls of `matmul.rs`, the outer-product kernels `gemm_block` (AVX-512)
 //! and `gemm_block_avx2` for prefill, and the attention kernels of both widths for
-//! `attention.rs` and `attention_block.rs`. Compiled on x86-64 only (the `mod x86` declaration carries
-//! the one `cfg`); each entry point checks the CPU (`policy::cpu`, detected once) and
-//! declines when it lacks the features, so the caller's portable code runs. Tests pin every
-//! path equal to its reference in the file that calls it (`matmul.rs`, `attention.rs`).
+//! `attention.rs` and `attention_block.rs`. Compiled on x86-64 only (the `mod x86`
+//! declaration carries the one `cfg`); each entry point checks the CPU (`policy::cpu`,
+//! detected once) and declines when it lacks the features, so the caller's portable code
+//! runs. Tests pin every path equal to its reference in the file that calls it
+//! (`matmul.rs`, `attention.rs`).
 
 use super::scratch::HugeScratch;
 use super::{Matrix, Out, PANEL, ROW_BLOCK, WeightData};
