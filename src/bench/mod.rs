@@ -293,20 +293,31 @@ const PROBE_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
 /// `decode_gb_s` outruns the read ceiling: a shared host's bandwidth drifts between the
 /// decode and the probe, and the highest probe is still a rate the machine demonstrably has.
 fn probe_ceiling(opts: &BenchOptions, decode_gb_s: f64, work: &Work) -> Machine {
-    let probe = || match opts.cover_llc {
-        true => measure_machine(opts.threads, opts.stream_bytes),
-        false => measure_machine_on(opts.threads, opts.stream_bytes),
+    let mut first = true;
+    let probe = || {
+        if !std::mem::take(&mut first) {
+            std::thread::sleep(PROBE_PAUSE);
+        }
+        match opts.cover_llc {
+            true => measure_machine(opts.threads, opts.stream_bytes),
+            false => measure_machine_on(opts.threads, opts.stream_bytes),
+        }
     };
     let outran = |m: &Machine| {
         let (ceiling, pattern) = (m.mem_read_gb_s, &m.mem_read_pattern);
         check_decode_reads(decode_gb_s, work.decode_bytes_per_token, ceiling, pattern).is_err()
     };
+    highest_probe(probe, outran)
+}
+
+/// `probe` once, then again (up to [`EXTRA_PROBES`] times) while `outran` holds for the
+/// highest read ceiling so far; that highest probe.
+fn highest_probe(mut probe: impl FnMut() -> Machine, outran: impl Fn(&Machine) -> bool) -> Machine {
     let mut machine = probe();
     for _ in 0..EXTRA_PROBES {
         if !outran(&machine) {
             break;
         }
-        std::thread::sleep(PROBE_PAUSE);
         let again = probe();
         if again.mem_read_gb_s > machine.mem_read_gb_s {
             machine = again;
@@ -671,6 +682,31 @@ mod tests {
             peak_rss_over_weights: 0.0,
             huge_mapped_bytes: 0,
         }
+    }
+
+    /// Probes come from `ceilings` in turn; the decode reads 42 GB/s.
+    fn probes_against(ceilings: &[f64]) -> (f64, usize) {
+        let mut taken = 0;
+        let probe = || {
+            let mut m = fake_report(1.0, 1e9).machine;
+            m.mem_read_gb_s = ceilings[taken];
+            taken += 1;
+            m
+        };
+        let outran = |m: &Machine| check_decode_reads(42.0, 1e9, m.mem_read_gb_s, "x").is_err();
+        let best = highest_probe(probe, outran).mem_read_gb_s;
+        (best, taken)
+    }
+
+    #[test]
+    fn the_probe_is_taken_again_while_the_decode_outruns_it() {
+        // A decode within the first probe's 5 %: one probe.
+        assert_eq!(probes_against(&[40.1]), (40.1, 1));
+        // Low, lower, then high: the highest stands and no more are taken.
+        assert_eq!(probes_against(&[33.0, 32.0, 55.0, 60.0]), (55.0, 3));
+        // Never high enough: the first probe and EXTRA_PROBES more, the highest kept.
+        let low = [33.0, 34.0, 32.0, 33.5, 31.0, 99.0];
+        assert_eq!(probes_against(&low), (34.0, 1 + EXTRA_PROBES));
     }
 
     #[test]
