@@ -132,7 +132,7 @@ pub const TABLE: [TypeKernels; 11] = [
         avx2_int8_tiles: true,
         avx2_lanes: Some((AVX2_LANES_MIN_TOKENS_Q4_K, usize::MAX)),
         avx2_decode_rows: true,
-        avx512_decode_rows: true,
+        avx512_decode_rows: false,
         vnni_from_tokens: Some(LANES_MIN_TOKENS),
         vnni_tiles: true,
         ..row(GgmlType::Q4_K, Some(32))
@@ -142,7 +142,7 @@ pub const TABLE: [TypeKernels; 11] = [
         avx2_int8_tiles: true,
         avx2_lanes: Some((AVX2_LANES_MIN_TOKENS_Q6_K, usize::MAX)),
         avx2_decode_rows: true,
-        avx512_decode_rows: true,
+        avx512_decode_rows: false,
         vnni_from_tokens: Some(2),
         vnni_tiles: true,
         ..row(GgmlType::Q6_K, Some(32))

@@ -9,11 +9,13 @@
 //!   runs on through consecutive rows. A legacy block packs its 32 weights in 16 bytes,
 //!   half a register, so two rows share one register through the unpacking, the
 //!   multiplies and the scaling (about 9 vector instructions a block instead of 14).
-//! - Q4_K and Q6_K walk one row at a time. Each 256-weight block's eight integer sums are
-//!   gathered into the eight lanes of one register (pairwise adds by `vpmaddwd`, with
+//! - Q4_K and Q6_K walk each row on its own. Each 256-weight block's eight integer sums
+//!   are gathered into the eight lanes of one register (pairwise adds by `vpmaddwd`, with
 //!   `vpackssdw` between rounds), so the block pays one conversion and one or two FMAs
-//!   instead of eight, and the lanes are added once per row. (Their two- and four-row
-//!   versions ran 8 % and 18 % slower, `examples/matvec_rates.rs`.)
+//!   instead of eight, and the lanes are added once per row. A thread takes its rows two
+//!   at a time, one from each half of the task, one after the other: two streams for the
+//!   prefetchers, with one row's vectors in registers at a time (an earlier two-row
+//!   version, timed on an AVX2-only CPU, ran 8 % slower).
 //!
 //! The integer sum of each activation block equals the reference's exactly; only the f32
 //! additions come in another order (and Q6_K's block sums, which can pass 2^24, round once
@@ -171,18 +173,29 @@ mod avx2 {
         );
     }
 
+    /// Rows of a K type a thread takes in turn, each from its own part of the task.
+    const K_STREAMS: usize = 2;
+
     #[target_feature(enable = "avx2,fma,f16c")]
     fn rows_q4_k(rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) {
-        for (o, row) in out.iter_mut().zip(rows.chunks_exact(row_bytes)) {
-            *o = q4_k(row, x);
-        }
+        super::by_streams::<K_STREAMS>(
+            rows,
+            row_bytes,
+            out,
+            |r, v| *v = r.map(|r| q4_k(r, x)),
+            |r| q4_k(r, x),
+        );
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
     fn rows_q6_k(rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) {
-        for (o, row) in out.iter_mut().zip(rows.chunks_exact(row_bytes)) {
-            *o = q6_k(row, x);
-        }
+        super::by_streams::<K_STREAMS>(
+            rows,
+            row_bytes,
+            out,
+            |r, v| *v = r.map(|r| q6_k(r, x)),
+            |r| q6_k(r, x),
+        );
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
