@@ -8,6 +8,7 @@
 //! RAYON_NUM_THREADS=1 cargo run --release --example matvec_rates
 //! COLS=640 MB=178 cargo run --release --example matvec_rates  # Gemma 3 270M's LM head
 //! ONLY=q4_1 PASSES=2000 cargo run --release --example matvec_rates  # one type, no experts
+//! KB=384 ONLY=q6_K PASSES=20000 cargo run --release --example matvec_rates  # from L2
 //! ```
 use llm_anatomy::bench::probes::read::{read_isa, xor_streams};
 use llm_anatomy::kernels::matmul::{Group, matmul_grouped};
@@ -74,7 +75,9 @@ fn matrix(ty: GgmlType, bytes: &[u8], rows: usize, cols: usize) -> Matrix<'_> {
 }
 
 fn main() {
-    let (mb, passes) = (env_or("MB", 512), env_or("PASSES", 15));
+    let passes = env_or("PASSES", 15);
+    // KB (KiB) overrides MB: a matrix that fits in L2 times the kernel, not the memory.
+    let kib = env_or("KB", env_or("MB", 512).saturating_mul(1024));
     let threads = rayon::current_num_threads();
     // The one-token matmuls' row length; a type whose blocks do not divide it is skipped,
     // and the experts keep theirs.
@@ -82,7 +85,7 @@ fn main() {
     let only = std::env::var("ONLY").ok();
     assert!(width > 0, "COLS must be at least one block");
     println!(
-        "{threads} thread(s), {mb} MiB matrices of {width} columns, best / median of {passes}"
+        "{threads} thread(s), {kib} KiB matrices of {width} columns, best / median of {passes}"
     );
     let x: Vec<f32> = (0..8 * COLS.max(width))
         .map(|i| ((i * 53 % 97) as f32 - 48.0) / 32.0)
@@ -105,7 +108,7 @@ fn main() {
             continue;
         }
         let row_bytes = row_bytes as usize;
-        let rows = (mb << 20) / row_bytes;
+        let rows = kib.saturating_mul(1024) / row_bytes;
         let bytes = matrix_bytes(ty, rows, width);
         let m = matrix(ty, &bytes, rows, width);
         let mut out = vec![0.0f32; rows];

@@ -15,7 +15,10 @@
 //!   instead of eight, and the lanes are added once per row. A thread takes its rows two
 //!   at a time, one from each half of the task, one after the other: two streams for the
 //!   prefetchers, with one row's vectors in registers at a time (an earlier two-row
-//!   version, timed on an AVX2-only CPU, ran 8 % slower).
+//!   version, timed on an AVX2-only CPU, ran 8 % slower). Where AVX-512 VNNI is on, four
+//!   products at a time are summed by one 256-bit `vpdpbusd` instead of `vpmaddubsw` and
+//!   `vpmaddwd`: the same integers, so the same bits, in fewer instructions (the 512-bit
+//!   rows these types once had are gone; see `decode/avx512.rs`).
 //!
 //! The integer sum of each activation block equals the reference's exactly; only the f32
 //! additions come in another order (and Q6_K's block sums, which can pass 2^24, round once
@@ -40,8 +43,8 @@ pub fn dot_row(ty: GgmlType, row: &[u8], x: ActRow) -> Option<f32> {
 
 /// [`dot_row`] for the consecutive rows of `rows` (`out.len()` rows of `row_bytes` bytes,
 /// which is what a decode step's row-block task holds), the shapes and the CPU checked
-/// once for them all; with the 512-bit rows when `wide` and the dispatch table gives `ty`
-/// them on this CPU. Returns false, having done nothing, when [`has_decode`] is false.
+/// once for them all; when `wide`, with the 512-bit rows where the dispatch table gives
+/// `ty` them on this CPU, and the K types' `vpdpbusd` sums where it has AVX-512 VNNI. Returns false, having done nothing, when [`has_decode`] is false.
 pub fn dot_rows(
     ty: GgmlType,
     rows: &[u8],
@@ -72,7 +75,7 @@ pub fn dot_rows(
     if wide && crate::kernels::dispatch::wide_decode(ty) {
         avx512::dot_rows(ty, rows, row_bytes, x, out);
     } else {
-        avx2::dot_rows(ty, rows, row_bytes, x, out);
+        avx2::dot_rows(ty, rows, row_bytes, x, out, wide);
     }
     true
 }
@@ -139,14 +142,25 @@ mod avx2 {
         crate::kernels::policy::cpu().avx2_fma()
     }
 
-    /// The kernel for `ty` over each row of `rows` (shapes checked by `dot_rows`).
-    pub fn dot_rows(ty: GgmlType, rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) {
+    /// The kernel for `ty` over each row of `rows` (shapes checked by `dot_rows`); with
+    /// `vnni`, the K types sum their products by 256-bit `vpdpbusd` (the same integers).
+    pub fn dot_rows(
+        ty: GgmlType,
+        rows: &[u8],
+        row_bytes: usize,
+        x: ActRow,
+        out: &mut [f32],
+        vnni: bool,
+    ) {
         assert!(available(), "decode kernels: AVX2/FMA/F16C");
+        let vnni = vnni && crate::kernels::policy::cpu().vnni();
         // SAFETY: the CPU features were checked just above; each kernel slices its blocks
         // (bounds-checked) before every load (`load32`, `load16`, `loadf8`).
         unsafe {
             match ty {
                 GgmlType::Q8_0 => rows_q8_0(rows, row_bytes, x, out),
+                GgmlType::Q4_K if vnni => rows_q4_k_vnni(rows, row_bytes, x, out),
+                GgmlType::Q6_K if vnni => rows_q6_k_vnni(rows, row_bytes, x, out),
                 GgmlType::Q4_K => rows_q4_k(rows, row_bytes, x, out),
                 GgmlType::Q6_K => rows_q6_k(rows, row_bytes, x, out),
                 GgmlType::Q4_0 => rows_legacy::<18, 2, false, false>(rows, row_bytes, x, out),
@@ -176,26 +190,52 @@ mod avx2 {
     /// Rows of a K type a thread takes in turn, each from its own part of the task.
     const K_STREAMS: usize = 2;
 
-    #[target_feature(enable = "avx2,fma,f16c")]
-    fn rows_q4_k(rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) {
-        super::by_streams::<K_STREAMS>(
-            rows,
-            row_bytes,
-            out,
-            |r, v| *v = r.map(|r| q4_k(r, x)),
-            |r| q4_k(r, x),
-        );
+    /// The rows of a K type (`$kernel`, Q4_K or Q6_K), products summed by [`quads`] with
+    /// or without `vpdpbusd`, compiled for the features that form needs (so the kernels,
+    /// which take the caller's, inline into it).
+    macro_rules! k_rows {
+        ($name:ident, $kernel:ident, $vnni:literal, $features:literal) => {
+            #[target_feature(enable = $features)]
+            fn $name(rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) {
+                // SAFETY: this function is compiled with the features `$kernel::<$vnni>`
+                // needs, and `dot_rows` calls it only where the CPU has them.
+                let dot = |r: &[u8]| unsafe { $kernel::<$vnni>(r, x) };
+                super::by_streams::<K_STREAMS>(rows, row_bytes, out, |r, v| *v = r.map(dot), dot);
+            }
+        };
     }
+    k_rows!(rows_q4_k, q4_k, false, "avx2,fma,f16c");
+    k_rows!(rows_q6_k, q6_k, false, "avx2,fma,f16c");
+    k_rows!(
+        rows_q4_k_vnni,
+        q4_k,
+        true,
+        "avx2,fma,f16c,avx512f,avx512vl,avx512vnni"
+    );
+    k_rows!(
+        rows_q6_k_vnni,
+        q6_k,
+        true,
+        "avx2,fma,f16c,avx512f,avx512vl,avx512vnni"
+    );
 
-    #[target_feature(enable = "avx2,fma,f16c")]
-    fn rows_q6_k(rows: &[u8], row_bytes: usize, x: ActRow, out: &mut [f32]) {
-        super::by_streams::<K_STREAMS>(
-            rows,
-            row_bytes,
-            out,
-            |r, v| *v = r.map(|r| q6_k(r, x)),
-            |r| q6_k(r, x),
-        );
+    /// Lane `i`: `Σ_{j<4} q[4i + j]·x[4i + j]` (`q` unsigned, `x` signed bytes), by
+    /// `vpdpbusd` with `VNNI`, else by `vpmaddubsw` then `vpmaddwd` against ones; the same
+    /// integers while the pairs fit in 16 bits (`vpmaddubsw` saturates), which the callers'
+    /// bounds give.
+    ///
+    /// # Safety
+    /// The CPU has AVX2, and AVX-512 VL and VNNI if `VNNI`.
+    #[inline(always)]
+    unsafe fn quads<const VNNI: bool>(q: __m256i, x: __m256i) -> __m256i {
+        // SAFETY: the features, by this function's contract.
+        unsafe {
+            if VNNI {
+                _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, x)
+            } else {
+                _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), _mm256_set1_epi16(1))
+            }
+        }
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -459,38 +499,44 @@ mod avx2 {
     /// the token's `dsums`. Each sub-block's integer sum reaches its lane through three
     /// rounds of pairwise adds (see [`sub_block_sums`]), so a block costs one conversion
     /// and two FMAs however many sub-blocks it has, and the lanes are added once per row.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[inline]
-    fn q4_k(row: &[u8], x: ActRow) -> f32 {
-        let m4 = _mm256_set1_epi8(0x0f);
-        let (mut acc, mut acc_min) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-        let blocks = row.as_chunks::<144>().0.iter();
-        let xs = x.qs.as_chunks::<256>().0.iter();
-        let steps =
-            x.d.as_chunks::<8>()
-                .0
-                .iter()
-                .zip(x.dsums.as_chunks::<8>().0);
-        for ((blk, xq), (dx, dsums)) in blocks.zip(xs).zip(steps) {
-            prefetch(blk.as_ptr(), 144);
-            let (scales, mins) = super::super::unpack_scale_min_k4(&blk[4..16]);
-            let sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(scales as i64)));
-            let m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(mins as i64)));
-            let mut p = [_mm256_setzero_si256(); 8];
-            for c in 0..4 {
-                let q = load32(&blk[16 + 32 * c..]);
-                let lo = _mm256_and_si256(q, m4);
-                let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                // Pairs of q·x: at most 2·15·127 = 3810.
-                p[2 * c] = _mm256_maddubs_epi16(lo, load32(&xq[64 * c..]));
-                p[2 * c + 1] = _mm256_maddubs_epi16(hi, load32(&xq[64 * c + 32..]));
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C (and AVX-512 VL and VNNI if `VNNI`); the caller is
+    /// compiled with them, so this inlines into it.
+    #[inline(always)]
+    unsafe fn q4_k<const VNNI: bool>(row: &[u8], x: ActRow) -> f32 {
+        // SAFETY: the features, by this function's contract; every load is bounds-checked.
+        unsafe {
+            let m4 = _mm256_set1_epi8(0x0f);
+            let (mut acc, mut acc_min) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+            let blocks = row.as_chunks::<144>().0.iter();
+            let xs = x.qs.as_chunks::<256>().0.iter();
+            let steps =
+                x.d.as_chunks::<8>()
+                    .0
+                    .iter()
+                    .zip(x.dsums.as_chunks::<8>().0);
+            for ((blk, xq), (dx, dsums)) in blocks.zip(xs).zip(steps) {
+                prefetch(blk.as_ptr(), 144);
+                let (scales, mins) = super::super::unpack_scale_min_k4(&blk[4..16]);
+                let sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(scales as i64)));
+                let m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(mins as i64)));
+                let mut p = [_mm256_setzero_si256(); 8];
+                for c in 0..4 {
+                    let q = load32(&blk[16 + 32 * c..]);
+                    let lo = _mm256_and_si256(q, m4);
+                    let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                    // Pairs of q·x: at most 2·15·127 = 3810.
+                    p[2 * c] = quads::<VNNI>(lo, load32(&xq[64 * c..]));
+                    p[2 * c + 1] = quads::<VNNI>(hi, load32(&xq[64 * c + 32..]));
+                }
+                let step = _mm256_mul_ps(_mm256_mul_ps(sc, loadf8(dx)), f16_splat(blk));
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sub_block_sums(p)), step, acc);
+                let min = _mm256_mul_ps(m, f16_splat(&blk[2..]));
+                acc_min = _mm256_fmadd_ps(min, loadf8(dsums), acc_min);
             }
-            let step = _mm256_mul_ps(_mm256_mul_ps(sc, loadf8(dx)), f16_splat(blk));
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sub_block_sums(p)), step, acc);
-            let min = _mm256_mul_ps(m, f16_splat(&blk[2..]));
-            acc_min = _mm256_fmadd_ps(min, loadf8(dsums), acc_min);
+            hsum8(_mm256_sub_ps(acc, acc_min))
         }
-        hsum8(_mm256_sub_ps(acc, acc_min))
     }
 
     /// Lane `s` of the result: the sum of the sixteen i16 of `p[s]`, by `vpmaddwd` against
@@ -501,26 +547,32 @@ mod avx2 {
     /// on one pipe; these spread over the multiply and shuffle pipes. A value packed is at
     /// most eight products, 8·15·127 < 2^15, when the values are `vpmaddubsw` pairs of a
     /// 4-bit weight by an int8, as `BOUND_Q4` checks.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[inline]
-    fn sub_block_sums(p: [__m256i; 8]) -> __m256i {
-        const BOUND_Q4: i32 = 8 * 15 * 127;
-        const _: () = assert!(BOUND_Q4 <= i16::MAX as i32);
-        let ones = _mm256_set1_epi16(1);
-        let pairs = |a, b| _mm256_madd_epi16(_mm256_packs_epi32(a, b), ones);
-        let e = p.map(|v| _mm256_madd_epi16(v, ones));
-        let f = [
-            pairs(e[0], e[1]),
-            pairs(e[2], e[3]),
-            pairs(e[4], e[5]),
-            pairs(e[6], e[7]),
-        ];
-        // [s0..s3 of the low 128-bit halves | s0..s3 of the high halves], and s4..s7.
-        let (g0, g1) = (pairs(f[0], f[1]), pairs(f[2], f[3]));
-        _mm256_add_epi32(
-            _mm256_permute2x128_si256::<0x20>(g0, g1),
-            _mm256_permute2x128_si256::<0x31>(g0, g1),
-        )
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C (and AVX-512 VL and VNNI if `VNNI`); the caller is
+    /// compiled with them, so this inlines into it.
+    #[inline(always)]
+    unsafe fn sub_block_sums(p: [__m256i; 8]) -> __m256i {
+        // SAFETY: the features, by this function's contract; every load is bounds-checked.
+        unsafe {
+            const BOUND_Q4: i32 = 8 * 15 * 127;
+            const _: () = assert!(BOUND_Q4 <= i16::MAX as i32);
+            let ones = _mm256_set1_epi16(1);
+            let pairs = |a, b| _mm256_madd_epi16(_mm256_packs_epi32(a, b), ones);
+            let e = p;
+            let f = [
+                pairs(e[0], e[1]),
+                pairs(e[2], e[3]),
+                pairs(e[4], e[5]),
+                pairs(e[6], e[7]),
+            ];
+            // [s0..s3 of the low 128-bit halves | s0..s3 of the high halves], and s4..s7.
+            let (g0, g1) = (pairs(f[0], f[1]), pairs(f[2], f[3]));
+            _mm256_add_epi32(
+                _mm256_permute2x128_si256::<0x20>(g0, g1),
+                _mm256_permute2x128_si256::<0x31>(g0, g1),
+            )
+        }
     }
 
     /// Q6_K: lane `j` of the row's accumulator collects activation block `j` (sub-blocks
@@ -528,59 +580,65 @@ mod avx2 {
     /// The sixteen sub-block sums come from two rounds of `vpmaddwd` and one of `vphaddd`
     /// ([`sub_block_sums_q6`]), are multiplied by their scales in integers and paired into
     /// the block's lanes, so the block costs one conversion and one FMA.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[inline]
-    fn q6_k(row: &[u8], x: ActRow) -> f32 {
-        let (m4, m2) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x30));
-        let mut acc = _mm256_setzero_ps();
-        let blocks = row.as_chunks::<210>().0.iter();
-        let xs = x.qs.as_chunks::<256>().0.iter();
-        let steps =
-            x.d.as_chunks::<8>()
-                .0
-                .iter()
-                .zip(x.sums.as_chunks::<16>().0);
-        for ((blk, xq), (dx, sums)) in blocks.zip(xs).zip(steps) {
-            prefetch(blk.as_ptr(), 210);
-            let raw = load16(&blk[192..208]);
-            let mut p = [_mm256_setzero_si256(); 8];
-            for h in 0..2 {
-                let l0 = load32(&blk[64 * h..]);
-                let l1 = load32(&blk[64 * h + 32..]);
-                let hb = load32(&blk[128 + 32 * h..]);
-                // The four 32-weight runs k of this half: low nibble and two high bits.
-                let q = [
-                    _mm256_or_si256(
-                        _mm256_and_si256(l0, m4),
-                        _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(l1, m4),
-                        _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                        _mm256_and_si256(hb, m2),
-                    ),
-                    _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                        _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2),
-                    ),
-                ];
-                for (k, &qk) in q.iter().enumerate() {
-                    let j = 4 * h + k;
-                    // Pairs of q·x: at most 2·63·127 = 16002.
-                    p[j] = _mm256_maddubs_epi16(qk, load32(&xq[32 * j..]));
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C (and AVX-512 VL and VNNI if `VNNI`); the caller is
+    /// compiled with them, so this inlines into it.
+    #[inline(always)]
+    unsafe fn q6_k<const VNNI: bool>(row: &[u8], x: ActRow) -> f32 {
+        // SAFETY: the features, by this function's contract; every load is bounds-checked.
+        unsafe {
+            let (m4, m2) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x30));
+            let mut acc = _mm256_setzero_ps();
+            let blocks = row.as_chunks::<210>().0.iter();
+            let xs = x.qs.as_chunks::<256>().0.iter();
+            let steps =
+                x.d.as_chunks::<8>()
+                    .0
+                    .iter()
+                    .zip(x.sums.as_chunks::<16>().0);
+            for ((blk, xq), (dx, sums)) in blocks.zip(xs).zip(steps) {
+                prefetch(blk.as_ptr(), 210);
+                let raw = load16(&blk[192..208]);
+                let mut p = [_mm256_setzero_si256(); 8];
+                for h in 0..2 {
+                    let l0 = load32(&blk[64 * h..]);
+                    let l1 = load32(&blk[64 * h + 32..]);
+                    let hb = load32(&blk[128 + 32 * h..]);
+                    // The four 32-weight runs k of this half: low nibble and two high bits.
+                    let q = [
+                        _mm256_or_si256(
+                            _mm256_and_si256(l0, m4),
+                            _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(l1, m4),
+                            _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                            _mm256_and_si256(hb, m2),
+                        ),
+                        _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                            _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2),
+                        ),
+                    ];
+                    for (k, &qk) in q.iter().enumerate() {
+                        let j = 4 * h + k;
+                        // Pairs of q·x: at most 2·63·127 = 16002.
+                        p[j] = quads::<VNNI>(qk, load32(&xq[32 * j..]));
+                    }
                 }
+                let scaled = sub_block_sums_q6(p, raw);
+                // Lane j: sc_2j·Σx̂(2j) + sc_2j+1·Σx̂(2j+1), at most 2·128·2032.
+                let off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(raw), load32(sums));
+                let v = _mm256_sub_epi32(scaled, _mm256_slli_epi32::<5>(off));
+                let step = _mm256_mul_ps(loadf8(dx), f16_splat(&blk[208..]));
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), step, acc);
             }
-            let scaled = sub_block_sums_q6(p, raw);
-            // Lane j: sc_2j·Σx̂(2j) + sc_2j+1·Σx̂(2j+1), at most 2·128·2032.
-            let off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(raw), load32(sums));
-            let v = _mm256_sub_epi32(scaled, _mm256_slli_epi32::<5>(off));
-            let step = _mm256_mul_ps(loadf8(dx), f16_splat(&blk[208..]));
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), step, acc);
+            hsum8(acc)
         }
-        hsum8(acc)
     }
 
     /// Lane `j`: `sc_2j·Σ p[j][..8] + sc_2j+1·Σ p[j][8..]`, the scaled sums of the two
@@ -590,25 +648,31 @@ mod avx2 {
     /// again, as in [`sub_block_sums`]); one round of `vphaddd` then leaves in `lo` the
     /// even sub-blocks of `j < 4` in its low half and their odd ones in its high half (`hi`
     /// the same for `j ≥ 4`), so the scales are shuffled into that order.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[inline]
-    fn sub_block_sums_q6(p: [__m256i; 8], raw: __m128i) -> __m256i {
-        const BOUND_Q6: i32 = 4 * 63 * 127;
-        const _: () = assert!(BOUND_Q6 <= i16::MAX as i32);
-        let ones = _mm256_set1_epi16(1);
-        let pairs = |a, b| _mm256_madd_epi16(_mm256_packs_epi32(a, b), ones);
-        let e = p.map(|v| _mm256_madd_epi16(v, ones));
-        let lo = _mm256_hadd_epi32(pairs(e[0], e[1]), pairs(e[2], e[3]));
-        let hi = _mm256_hadd_epi32(pairs(e[4], e[5]), pairs(e[6], e[7]));
-        let order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
-        let sc = _mm_shuffle_epi8(raw, order);
-        // A sub-block's sum is at most 16·63·127 = 128016; times |sc| ≤ 128, below 2^24.
-        let lo = _mm256_mullo_epi32(lo, _mm256_cvtepi8_epi32(sc));
-        let hi = _mm256_mullo_epi32(hi, _mm256_cvtepi8_epi32(_mm_srli_si128::<8>(sc)));
-        _mm256_add_epi32(
-            _mm256_permute2x128_si256::<0x20>(lo, hi),
-            _mm256_permute2x128_si256::<0x31>(lo, hi),
-        )
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C (and AVX-512 VL and VNNI if `VNNI`); the caller is
+    /// compiled with them, so this inlines into it.
+    #[inline(always)]
+    unsafe fn sub_block_sums_q6(p: [__m256i; 8], raw: __m128i) -> __m256i {
+        // SAFETY: the features, by this function's contract; every load is bounds-checked.
+        unsafe {
+            const BOUND_Q6: i32 = 4 * 63 * 127;
+            const _: () = assert!(BOUND_Q6 <= i16::MAX as i32);
+            let ones = _mm256_set1_epi16(1);
+            let pairs = |a, b| _mm256_madd_epi16(_mm256_packs_epi32(a, b), ones);
+            let e = p;
+            let lo = _mm256_hadd_epi32(pairs(e[0], e[1]), pairs(e[2], e[3]));
+            let hi = _mm256_hadd_epi32(pairs(e[4], e[5]), pairs(e[6], e[7]));
+            let order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+            let sc = _mm_shuffle_epi8(raw, order);
+            // A sub-block's sum is at most 16·63·127 = 128016; times |sc| ≤ 128, below 2^24.
+            let lo = _mm256_mullo_epi32(lo, _mm256_cvtepi8_epi32(sc));
+            let hi = _mm256_mullo_epi32(hi, _mm256_cvtepi8_epi32(_mm_srli_si128::<8>(sc)));
+            _mm256_add_epi32(
+                _mm256_permute2x128_si256::<0x20>(lo, hi),
+                _mm256_permute2x128_si256::<0x31>(lo, hi),
+            )
+        }
     }
 }
 
@@ -620,175 +684,10 @@ mod avx2 {
     pub fn available() -> bool {
         false
     }
-    pub fn dot_rows(_: GgmlType, _: &[u8], _: usize, _: ActRow, _: &mut [f32]) {
+    pub fn dot_rows(_: GgmlType, _: &[u8], _: usize, _: ActRow, _: &mut [f32], _: bool) {
         unreachable!("decode kernels: not on this CPU")
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::{QuantizedRows, activation_block, dot_row_reference};
-    use super::*;
-    use crate::quant::{dequantize, quantize};
-
-    const DECODE_TYPES: [GgmlType; 7] = [
-        GgmlType::Q8_0,
-        GgmlType::Q4_K,
-        GgmlType::Q6_K,
-        GgmlType::Q4_0,
-        GgmlType::Q4_1,
-        GgmlType::Q5_0,
-        GgmlType::Q5_1,
-    ];
-
-    /// Every type the table gives decode rows is in the tests' list.
-    #[test]
-    fn every_decode_type_is_tested() {
-        for ty in crate::quant::ALL_TYPES {
-            if crate::kernels::dispatch::kernels(ty).avx2_decode_rows {
-                assert!(DECODE_TYPES.contains(&ty), "{}", ty.name());
-            }
-        }
-    }
-
-    /// The kernel widths `ty` has here: the AVX2 rows, and the 512-bit ones if the table
-    /// gives them to `ty` and the CPU has them.
-    fn widths(ty: GgmlType) -> Vec<bool> {
-        let wide = crate::kernels::dispatch::wide_decode(ty) && has_wide_decode();
-        if wide { vec![false, true] } else { vec![false] }
-    }
-
-    fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(2654435761).wrapping_add(77);
-        (0..n)
-            .map(|i| {
-                s ^= s << 13;
-                s ^= s >> 17;
-                s ^= s << 5;
-                let u = s as f32 / u32::MAX as f32 - 0.5;
-                if i % 83 == 5 {
-                    9.0 * u * scale
-                } else {
-                    u * scale
-                }
-            })
-            .collect()
-    }
-
-    /// Each decode kernel equals the reference row dot within the f32 re-association
-    /// bound (the integer block sums are the same), over several rows and lengths (nine
-    /// rows: the 512-bit rows' interleaved runs and their remainder; for the 32-weight
-    /// types also an odd number of blocks).
-    #[test]
-    fn decode_kernels_equal_the_reference_dots() {
-        const ROWS: usize = 9;
-        for ty in DECODE_TYPES {
-            if !has_decode(ty) {
-                continue;
-            }
-            // 800 columns: an odd count of 32-weight blocks (Q8_0's 512-bit rows pair them).
-            let odd = (ty.block_size() == 32).then_some((5u32, 800usize));
-            for (seed, cols) in [(1u32, 256usize), (2, 768), (3, 2048), (4, 4096)]
-                .into_iter()
-                .chain(odd)
-            {
-                let w = values(ROWS * cols, seed, 0.3);
-                let mut bytes = Vec::new();
-                quantize(ty, &w, &mut bytes);
-                let rb = bytes.len() / ROWS;
-                let xs = values(cols, seed + 40, 2.0);
-                let mut acts = QuantizedRows::default();
-                acts.quantize(&xs, cols, activation_block(ty).unwrap());
-                let mut wd = vec![0.0f32; w.len()];
-                dequantize(ty, &bytes, &mut wd);
-                let xd = acts.dequantize_row(0);
-                for wide in widths(ty) {
-                    let mut got = [0.0f32; ROWS];
-                    assert!(dot_rows(ty, &bytes, rb, acts.row(0), &mut got, wide));
-                    for (i, got) in got.into_iter().enumerate() {
-                        let row = &bytes[i * rb..][..rb];
-                        let want = dot_row_reference(ty, row, acts.row(0));
-                        let mag: f32 = wd[i * cols..(i + 1) * cols]
-                            .iter()
-                            .zip(&xd)
-                            .map(|(a, b)| (a * b).abs())
-                            .sum();
-                        let tol = 4.0 * (cols / 32) as f32 * f32::EPSILON * mag;
-                        assert!(
-                            (got - want).abs() <= tol,
-                            "{} wide {wide} cols {cols} row {i}: {got} vs {want} (tol {tol})",
-                            ty.name()
-                        );
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn a_non_finite_activation_gives_nan() {
-        for ty in DECODE_TYPES {
-            if !has_decode(ty) {
-                continue;
-            }
-            let w = values(512, 1, 0.3);
-            let mut bytes = Vec::new();
-            quantize(ty, &w, &mut bytes);
-            let mut x = values(512, 2, 1.0);
-            x[300] = f32::INFINITY;
-            let mut acts = QuantizedRows::default();
-            acts.quantize(&x, 512, activation_block(ty).unwrap());
-            for wide in widths(ty) {
-                let mut got = [0.0f32];
-                assert!(dot_rows(
-                    ty,
-                    &bytes,
-                    bytes.len(),
-                    acts.row(0),
-                    &mut got,
-                    wide
-                ));
-                assert!(got[0].is_nan(), "{} wide {wide}", ty.name());
-            }
-        }
-    }
-
-    /// Blocks at the integer bounds: every Q4_K nibble 15 and every Q6_K value 63 at the
-    /// largest scales, against activations that all quantise to 127 (the sums a 16-bit
-    /// lane or a wrapped add would get wrong), and with alternating signs.
-    #[test]
-    fn blocks_at_the_integer_bounds_equal_the_reference() {
-        let one = half::f16::from_f32(1.0).to_le_bytes();
-        let mut q4_k = [0xffu8; 144];
-        q4_k[..2].copy_from_slice(&one);
-        q4_k[2..4].copy_from_slice(&half::f16::from_f32(0.5).to_le_bytes());
-        let mut q6_k = [0xffu8; 210];
-        q6_k[192..208].fill(0x80); // every scale −128
-        q6_k[208..].copy_from_slice(&one);
-        for (ty, block) in [(GgmlType::Q4_K, &q4_k[..]), (GgmlType::Q6_K, &q6_k[..])] {
-            if !has_decode(ty) {
-                continue;
-            }
-            let row = block.repeat(4);
-            for sign in [1.0f32, -1.0] {
-                let x: Vec<f32> = (0..1024)
-                    .map(|i| if i % 3 == 0 { sign } else { 1.0 })
-                    .collect();
-                let mut acts = QuantizedRows::default();
-                acts.quantize(&x, 1024, activation_block(ty).unwrap());
-                for wide in widths(ty) {
-                    let mut got = [0.0f32];
-                    assert!(dot_rows(ty, &row, row.len(), acts.row(0), &mut got, wide));
-                    let want = dot_row_reference(ty, &row, acts.row(0));
-                    let tol = 1e-6 * want.abs().max(1.0);
-                    assert!(
-                        (got[0] - want).abs() <= tol,
-                        "{} wide {wide} sign {sign}: {} vs {want}",
-                        ty.name(),
-                        got[0]
-                    );
-                }
-            }
-        }
-    }
-}
+mod tests;

@@ -4,10 +4,10 @@
 //! rows at once, from its two halves, so a thread keeps two memory streams in flight (more
 //! streams read slower; chapter 10's Reproducing page has the figures).
 //!
-//! Q4_K and Q6_K take the AVX2 rows on every x86 CPU: their 512-bit rows needed four
-//! conversions and four FMAs a block where the AVX2 rows gather the block's sums into one
-//! register first, and on a CPU whose 512-bit instructions run as two 256-bit halves they
-//! read slower than the AVX2 rows walked two at a time.
+//! Q4_K and Q6_K take the 256-bit rows of `decode.rs` on every x86 CPU (with 256-bit
+//! `vpdpbusd` where VNNI is on): their 512-bit rows needed four conversions and four FMAs a
+//! block where the 256-bit rows gather the block's sums into one register first, and on a
+//! CPU whose 512-bit instructions run as two 256-bit halves they read slower.
 //!
 //! The integers are those of the AVX2 rows (same lanes: four products of one 16-value
 //! activation block per i32 lane); only the f32 accumulation order differs, so the tests
