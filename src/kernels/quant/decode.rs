@@ -44,7 +44,8 @@ pub fn dot_row(ty: GgmlType, row: &[u8], x: ActRow) -> Option<f32> {
 /// [`dot_row`] for the consecutive rows of `rows` (`out.len()` rows of `row_bytes` bytes,
 /// which is what a decode step's row-block task holds), the shapes and the CPU checked
 /// once for them all; when `wide`, with the 512-bit rows where the dispatch table gives
-/// `ty` them on this CPU, and the K types' `vpdpbusd` sums where it has AVX-512 VNNI. Returns false, having done nothing, when [`has_decode`] is false.
+/// `ty` them on this CPU, and the K types' `vpdpbusd` sums where it has AVX-512 VNNI.
+/// Returns false, having done nothing, when [`has_decode`] is false.
 pub fn dot_rows(
     ty: GgmlType,
     rows: &[u8],
@@ -521,17 +522,17 @@ mod avx2 {
                 let (scales, mins) = super::super::unpack_scale_min_k4(&blk[4..16]);
                 let sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(scales as i64)));
                 let m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(mins as i64)));
-                let mut p = [_mm256_setzero_si256(); 8];
+                let mut e = [_mm256_setzero_si256(); 8];
                 for c in 0..4 {
                     let q = load32(&blk[16 + 32 * c..]);
                     let lo = _mm256_and_si256(q, m4);
                     let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                    // Pairs of q·x: at most 2·15·127 = 3810.
-                    p[2 * c] = quads::<VNNI>(lo, load32(&xq[64 * c..]));
-                    p[2 * c + 1] = quads::<VNNI>(hi, load32(&xq[64 * c + 32..]));
+                    // Pairs of q·x (what `vpmaddubsw` holds): at most 2·15·127 = 3810.
+                    e[2 * c] = quads::<VNNI>(lo, load32(&xq[64 * c..]));
+                    e[2 * c + 1] = quads::<VNNI>(hi, load32(&xq[64 * c + 32..]));
                 }
                 let step = _mm256_mul_ps(_mm256_mul_ps(sc, loadf8(dx)), f16_splat(blk));
-                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sub_block_sums(p)), step, acc);
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sub_block_sums(e)), step, acc);
                 let min = _mm256_mul_ps(m, f16_splat(&blk[2..]));
                 acc_min = _mm256_fmadd_ps(min, loadf8(dsums), acc_min);
             }
@@ -539,27 +540,24 @@ mod avx2 {
         }
     }
 
-    /// Lane `s` of the result: the sum of the sixteen i16 of `p[s]`, by `vpmaddwd` against
-    /// ones, which adds neighbours: each `p[s]` to eight i32, then twice two registers
-    /// packed back to i16 (`vpackssdw`, exact while every value fits) and added pairwise
-    /// again. That leaves, per 128-bit half, one sum per `s` of that half's values, and the
-    /// halves are added. Horizontal adds (`vphaddw`) would do the same in three µops each
-    /// on one pipe; these spread over the multiply and shuffle pipes. A value packed is at
-    /// most eight products, 8·15·127 < 2^15, when the values are `vpmaddubsw` pairs of a
-    /// 4-bit weight by an int8, as `BOUND_Q4` checks.
+    /// Lane `s` of the result: the sum of the eight i32 of `e[s]` (sub-block `s`'s
+    /// [`quads`]): twice, two registers are packed back to i16 (`vpackssdw`, exact while
+    /// every value fits) and `vpmaddwd` against ones adds neighbours. That leaves, per
+    /// 128-bit half, one sum per `s` of that half's values, and the halves are added.
+    /// Horizontal adds (`vphaddw`) would do the same in three µops each on one pipe; these
+    /// spread over the multiply and shuffle pipes. A value packed is at most eight
+    /// products of a 4-bit weight by an int8, 8·15·127 < 2^15, as `BOUND_Q4` checks.
     ///
     /// # Safety
-    /// The CPU has AVX2, FMA and F16C (and AVX-512 VL and VNNI if `VNNI`); the caller is
-    /// compiled with them, so this inlines into it.
+    /// The CPU has AVX2; the caller is compiled with it, so this inlines into it.
     #[inline(always)]
-    unsafe fn sub_block_sums(p: [__m256i; 8]) -> __m256i {
-        // SAFETY: the features, by this function's contract; every load is bounds-checked.
+    unsafe fn sub_block_sums(e: [__m256i; 8]) -> __m256i {
+        // SAFETY: AVX2, by this function's contract.
         unsafe {
             const BOUND_Q4: i32 = 8 * 15 * 127;
             const _: () = assert!(BOUND_Q4 <= i16::MAX as i32);
             let ones = _mm256_set1_epi16(1);
             let pairs = |a, b| _mm256_madd_epi16(_mm256_packs_epi32(a, b), ones);
-            let e = p;
             let f = [
                 pairs(e[0], e[1]),
                 pairs(e[2], e[3]),
@@ -577,9 +575,9 @@ mod avx2 {
 
     /// Q6_K: lane `j` of the row's accumulator collects activation block `j` (sub-blocks
     /// `2j`, `2j + 1`) of every 256-weight block: `d·dx_j·(Σ_s sc_s·Σ q·x̂ − 32·Σ_s sc_s·Σx̂)`.
-    /// The sixteen sub-block sums come from two rounds of `vpmaddwd` and one of `vphaddd`
-    /// ([`sub_block_sums_q6`]), are multiplied by their scales in integers and paired into
-    /// the block's lanes, so the block costs one conversion and one FMA.
+    /// The sixteen sub-block sums come from [`quads`], a round of packs and `vpmaddwd` and
+    /// one of `vphaddd` ([`sub_block_sums_q6`]), are multiplied by their scales in integers
+    /// and paired into the block's lanes, so the block costs one conversion and one FMA.
     ///
     /// # Safety
     /// The CPU has AVX2, FMA and F16C (and AVX-512 VL and VNNI if `VNNI`); the caller is
@@ -600,7 +598,7 @@ mod avx2 {
             for ((blk, xq), (dx, sums)) in blocks.zip(xs).zip(steps) {
                 prefetch(blk.as_ptr(), 210);
                 let raw = load16(&blk[192..208]);
-                let mut p = [_mm256_setzero_si256(); 8];
+                let mut e = [_mm256_setzero_si256(); 8];
                 for h in 0..2 {
                     let l0 = load32(&blk[64 * h..]);
                     let l1 = load32(&blk[64 * h + 32..]);
@@ -626,11 +624,11 @@ mod avx2 {
                     ];
                     for (k, &qk) in q.iter().enumerate() {
                         let j = 4 * h + k;
-                        // Pairs of q·x: at most 2·63·127 = 16002.
-                        p[j] = quads::<VNNI>(qk, load32(&xq[32 * j..]));
+                        // Pairs of q·x (what `vpmaddubsw` holds): at most 2·63·127 = 16002.
+                        e[j] = quads::<VNNI>(qk, load32(&xq[32 * j..]));
                     }
                 }
-                let scaled = sub_block_sums_q6(p, raw);
+                let scaled = sub_block_sums_q6(e, raw);
                 // Lane j: sc_2j·Σx̂(2j) + sc_2j+1·Σx̂(2j+1), at most 2·128·2032.
                 let off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(raw), load32(sums));
                 let v = _mm256_sub_epi32(scaled, _mm256_slli_epi32::<5>(off));
@@ -641,26 +639,24 @@ mod avx2 {
         }
     }
 
-    /// Lane `j`: `sc_2j·Σ p[j][..8] + sc_2j+1·Σ p[j][8..]`, the scaled sums of the two
-    /// 16-weight sub-blocks whose `vpmaddubsw` pairs `p[j]` holds, with the sixteen i8
-    /// scales `raw`. `vpmaddwd` by ones adds neighbours (to at most four products,
-    /// 4·63·127 < 2^15, so two registers pack back to i16 exactly and are added pairwise
-    /// again, as in [`sub_block_sums`]); one round of `vphaddd` then leaves in `lo` the
-    /// even sub-blocks of `j < 4` in its low half and their odd ones in its high half (`hi`
-    /// the same for `j ≥ 4`), so the scales are shuffled into that order.
+    /// Lane `j`: `sc_2j·Σ e[j][..4] + sc_2j+1·Σ e[j][4..]`, the scaled sums of the two
+    /// 16-weight sub-blocks whose [`quads`] `e[j]` holds, with the sixteen i8 scales `raw`.
+    /// A quad is at most four products, 4·63·127 < 2^15, so two registers pack back to i16
+    /// exactly and `vpmaddwd` by ones adds them pairwise (as in [`sub_block_sums`]); one
+    /// round of `vphaddd` then leaves in `lo` the even sub-blocks of `j < 4` in its low half
+    /// and their odd ones in its high half (`hi` the same for `j ≥ 4`), so the scales are
+    /// shuffled into that order.
     ///
     /// # Safety
-    /// The CPU has AVX2, FMA and F16C (and AVX-512 VL and VNNI if `VNNI`); the caller is
-    /// compiled with them, so this inlines into it.
+    /// The CPU has AVX2; the caller is compiled with it, so this inlines into it.
     #[inline(always)]
-    unsafe fn sub_block_sums_q6(p: [__m256i; 8], raw: __m128i) -> __m256i {
-        // SAFETY: the features, by this function's contract; every load is bounds-checked.
+    unsafe fn sub_block_sums_q6(e: [__m256i; 8], raw: __m128i) -> __m256i {
+        // SAFETY: AVX2, by this function's contract.
         unsafe {
             const BOUND_Q6: i32 = 4 * 63 * 127;
             const _: () = assert!(BOUND_Q6 <= i16::MAX as i32);
             let ones = _mm256_set1_epi16(1);
             let pairs = |a, b| _mm256_madd_epi16(_mm256_packs_epi32(a, b), ones);
-            let e = p;
             let lo = _mm256_hadd_epi32(pairs(e[0], e[1]), pairs(e[2], e[3]));
             let hi = _mm256_hadd_epi32(pairs(e[4], e[5]), pairs(e[6], e[7]));
             let order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
