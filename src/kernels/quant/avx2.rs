@@ -186,11 +186,36 @@ fn dot_q4_k(row: &[u8], x: ActRow) -> f32 {
     acc
 }
 
+/// The four 32-weight runs of one 128-weight half of a Q6_K block as unsigned 6-bit
+/// values, from its 64 low-nibble bytes (`l0`, `l1`) and 32 high-bit bytes (`hb`): run 0
+/// is `l0`'s low nibbles with bits 0–1 of `hb`, run 1 `l1`'s low nibbles with bits 2–3,
+/// run 2 `l0`'s high nibbles with bits 4–5, run 3 `l1`'s high nibbles with bits 6–7. Every
+/// Q6_K kernel (row dots, tiles, decode rows) unpacks its weights here.
+///
+/// # Safety
+/// The CPU has AVX2; the caller is compiled with it, so this inlines into it.
+#[inline(always)]
+pub(super) unsafe fn q6_k_runs(l0: __m256i, l1: __m256i, hb: __m256i) -> [__m256i; 4] {
+    // SAFETY: AVX2, by this function's contract.
+    unsafe {
+        let (m4, m2) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x30));
+        let low = |v| _mm256_and_si256(v, m4);
+        let high = |v| _mm256_and_si256(v, m2);
+        [
+            _mm256_or_si256(low(l0), high(_mm256_slli_epi16(hb, 4))),
+            _mm256_or_si256(low(l1), high(_mm256_slli_epi16(hb, 2))),
+            _mm256_or_si256(low(_mm256_srli_epi16(l0, 4)), high(hb)),
+            _mm256_or_si256(
+                low(_mm256_srli_epi16(l1, 4)),
+                high(_mm256_srli_epi16(hb, 2)),
+            ),
+        ]
+    }
+}
+
 #[target_feature(enable = "avx2")]
 fn dot_q6_k(row: &[u8], x: ActRow) -> f32 {
     let mut acc = 0.0f32;
-    let m4 = _mm256_set1_epi8(0x0f);
-    let m2 = _mm256_set1_epi8(0x30);
     for (b, blk) in row.chunks_exact(Q6_K_BYTES).enumerate() {
         let (ql, rest) = blk.split_at(QK_K / 2);
         let (qh, rest) = rest.split_at(QK_K / 4);
@@ -201,24 +226,8 @@ fn dot_q6_k(row: &[u8], x: ActRow) -> f32 {
             let l1 = load32(&ql[64 * h + 32..]);
             let hb = load32(&qh[32 * h..]);
             // The four 32-weight runs k of this half: low nibble and two high bits.
-            let q = [
-                _mm256_or_si256(
-                    _mm256_and_si256(l0, m4),
-                    _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(l1, m4),
-                    _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                    _mm256_and_si256(hb, m2),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                    _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2),
-                ),
-            ];
+            // SAFETY: AVX2, which this function is compiled with (or inlined into).
+            let q = unsafe { q6_k_runs(l0, l1, hb) };
             for (k, &qk) in q.iter().enumerate() {
                 let j8 = 4 * h + k; // activation block; sub-blocks 2·j8 (lanes 0..16), +1
                 let j = 8 * b + j8;

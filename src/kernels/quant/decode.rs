@@ -586,7 +586,6 @@ mod avx2 {
     unsafe fn q6_k<const VNNI: bool>(row: &[u8], x: ActRow) -> f32 {
         // SAFETY: the features, by this function's contract; every load is bounds-checked.
         unsafe {
-            let (m4, m2) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x30));
             let mut acc = _mm256_setzero_ps();
             let blocks = row.as_chunks::<210>().0.iter();
             let xs = x.qs.as_chunks::<256>().0.iter();
@@ -604,24 +603,7 @@ mod avx2 {
                     let l1 = load32(&blk[64 * h + 32..]);
                     let hb = load32(&blk[128 + 32 * h..]);
                     // The four 32-weight runs k of this half: low nibble and two high bits.
-                    let q = [
-                        _mm256_or_si256(
-                            _mm256_and_si256(l0, m4),
-                            _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(l1, m4),
-                            _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                            _mm256_and_si256(hb, m2),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                            _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2),
-                        ),
-                    ];
+                    let q = super::super::avx2::q6_k_runs(l0, l1, hb);
                     for (k, &qk) in q.iter().enumerate() {
                         let j = 4 * h + k;
                         // Pairs of q·x (what `vpmaddubsw` holds): at most 2·63·127 = 16002.

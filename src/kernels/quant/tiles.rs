@@ -249,7 +249,6 @@ mod avx2 {
     /// 256 weights at once, `vpmaddwd` of the 16 scales by the 16 per-16 sums.
     #[target_feature(enable = "avx2,fma,f16c")]
     fn q6_k<const R: usize, const T: usize>(rows: &[&[u8]; R], xs: &[ActRow; T]) -> [[f32; T]; R] {
-        let (m4, m2) = (_mm256_set1_epi8(0x0f), _mm256_set1_epi8(0x30));
         let pair = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
         let mut acc = [[_mm256_setzero_ps(); T]; R];
         for b in 0..xs[0].d.len() / 8 {
@@ -286,24 +285,8 @@ mod avx2 {
                     let l0 = load32(&blk[i][64 * h..]);
                     let l1 = load32(&blk[i][64 * h + 32..]);
                     let hb = load32(&blk[i][128 + 32 * h..]);
-                    let q = [
-                        _mm256_or_si256(
-                            _mm256_and_si256(l0, m4),
-                            _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(l1, m4),
-                            _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                            _mm256_and_si256(hb, m2),
-                        ),
-                        _mm256_or_si256(
-                            _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                            _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2),
-                        ),
-                    ];
+                    // SAFETY: AVX2, which this function is compiled with (or inlined into).
+                    let q = unsafe { super::super::avx2::q6_k_runs(l0, l1, hb) };
                     for k in 0..4 {
                         let j8 = 4 * h + k;
                         // [sc_2j8 × 8, sc_2j8+1 × 8] as i16: one byte shuffle of the
