@@ -8,24 +8,32 @@
 //! capacity, so decoding never allocates.
 
 use crate::error::{Error, Result};
+use crate::kernels::KvHead;
 
-/// Keys and values, `[layer][position · kv_dim + kv_head · head_dim + i]`, f32.
+/// Keys and values, `[layer][kv_head · capacity · head_dim + position · head_dim + i]`,
+/// f32: a KV head's rows are contiguous, so a decode step reads each head's keys and
+/// values as one sequential stream (position-major rows would interleave the heads, and
+/// a head's rows, a stride apart, restart the hardware prefetchers at every page).
 #[derive(Clone, Debug)]
 pub struct KvCache {
     k: Vec<Vec<f32>>,
     v: Vec<Vec<f32>>,
-    kv_dim: usize,
+    kv_heads: usize,
+    head_dim: usize,
     len: usize,
     capacity: usize,
 }
 
 impl KvCache {
-    /// An empty cache for `capacity` positions of `layers` layers, `kv_dim` numbers each.
-    pub fn new(layers: usize, kv_dim: usize, capacity: usize) -> KvCache {
+    /// An empty cache for `capacity` positions of `layers` layers, `kv_heads` heads of
+    /// `head_dim` numbers each.
+    pub fn new(layers: usize, kv_heads: usize, head_dim: usize, capacity: usize) -> KvCache {
+        let per_layer = kv_heads * capacity * head_dim;
         KvCache {
-            k: vec![vec![0.0; capacity * kv_dim]; layers],
-            v: vec![vec![0.0; capacity * kv_dim]; layers],
-            kv_dim,
+            k: vec![vec![0.0; per_layer]; layers],
+            v: vec![vec![0.0; per_layer]; layers],
+            kv_heads,
+            head_dim,
             len: 0,
             capacity,
         }
@@ -46,7 +54,8 @@ impl KvCache {
 
     /// Bytes held (f32 keys and values).
     pub fn bytes(&self) -> usize {
-        2 * self.k.len() * self.capacity * self.kv_dim * std::mem::size_of::<f32>()
+        let per_layer = self.kv_heads * self.capacity * self.head_dim;
+        2 * self.k.len() * per_layer * std::mem::size_of::<f32>()
     }
 
     /// Checks that `n` more positions fit.
@@ -60,17 +69,28 @@ impl KvCache {
         Ok(())
     }
 
-    /// Stores layer `layer`'s key and value of position `pos` (`len ≤ pos < capacity`).
+    /// Stores layer `layer`'s key and value of position `pos` (`len ≤ pos < capacity`),
+    /// each `[kv_heads · head_dim]`, head by head into its own rows.
     pub fn write(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
-        let span = pos * self.kv_dim..(pos + 1) * self.kv_dim;
-        self.k[layer][span.clone()].copy_from_slice(k);
-        self.v[layer][span].copy_from_slice(v);
+        let d = self.head_dim;
+        for (g, (kh, vh)) in k.chunks_exact(d).zip(v.chunks_exact(d)).enumerate() {
+            let at = (g * self.capacity + pos) * d;
+            self.k[layer][at..at + d].copy_from_slice(kh);
+            self.v[layer][at..at + d].copy_from_slice(vh);
+        }
     }
 
-    /// Layer `layer`'s keys and values for positions `0..end`, each `[end, kv_dim]`.
-    pub fn layer(&self, layer: usize, end: usize) -> (&[f32], &[f32]) {
-        let n = end * self.kv_dim;
-        (&self.k[layer][..n], &self.v[layer][..n])
+    /// KV head `g` of layer `layer` for positions `0..end`: its keys and values, `[end,
+    /// head_dim]` each, contiguous.
+    pub fn head(&self, layer: usize, g: usize, end: usize) -> KvHead<'_> {
+        let at = g * self.capacity * self.head_dim;
+        let n = end * self.head_dim;
+        KvHead {
+            keys: &self.k[layer][at..at + n],
+            values: &self.v[layer][at..at + n],
+            stride: self.head_dim,
+            offset: 0,
+        }
     }
 
     /// Marks `n` more positions as stored (after every layer has written them).

@@ -177,7 +177,12 @@ impl<'a> Model<'a> {
         };
         Ok(Session {
             local_rope,
-            cache: KvCache::new(c.num_hidden_layers, c.kv_dim(), capacity),
+            cache: KvCache::new(
+                c.num_hidden_layers,
+                c.num_key_value_heads,
+                c.head_dim,
+                capacity,
+            ),
             trace: None,
             rope: RopeTable::new(&init.inv_freq, capacity, init.attention_factor),
             scratch: Scratch::default(),
@@ -383,7 +388,7 @@ impl<'a> Model<'a> {
             ..
         } = session;
         let (h, d) = (c.hidden_size, c.head_dim);
-        let (qd, kvd) = (c.q_dim(), c.kv_dim());
+        let qd = c.q_dim();
         let group = c.num_attention_heads / c.num_key_value_heads;
         let scale = self.weights.variant.attention_scale;
         let heads = c.num_attention_heads;
@@ -396,15 +401,10 @@ impl<'a> Model<'a> {
 
         // softmax(q·kᵀ/√d)·v over the visible cached positions, head by head; positions
         // are independent, so a prefill spreads them over rayon's threads.
-        let (keys, values) = cache.layer(l, past + n);
         let mask = c.sliding_window[l].map_or(Mask::Causal, Mask::SlidingWindow);
         let q_all = &s.q;
-        let kv_head = |g: usize| KvHead {
-            keys,
-            values,
-            stride: kvd,
-            offset: g * d,
-        };
+        let cache = &*cache;
+        let kv_head = |g: usize| cache.head(l, g, past + n);
         if n > 1 && !self.reference {
             // A prefill: blocks of consecutive positions, each reading a key row once for
             // all its positions and the heads of a group (chapter 10's block attention).
