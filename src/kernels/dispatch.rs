@@ -182,6 +182,9 @@ pub fn names(ty: GgmlType, cpu: CpuFeatures) -> Vec<&'static str> {
     }
     if k.avx2_decode_rows && cpu.avx2_fma() {
         out.push("avx2 int8 decode rows");
+        if !k.avx512_decode_rows && cpu.vnni() {
+            out.push("avx2 int8 decode rows, vpdpbusd sums");
+        }
     }
     if k.avx512_decode_rows && cpu.vnni() {
         out.push("avx512 vnni decode rows");

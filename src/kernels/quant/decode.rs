@@ -9,6 +9,8 @@
 //!   runs on through consecutive rows. A legacy block packs its 32 weights in 16 bytes,
 //!   half a register, so two rows share one register through the unpacking, the
 //!   multiplies and the scaling (about 9 vector instructions a block instead of 14).
+//!   Where AVX-512 VNNI is on, the legacy types sum a block's products by two chained
+//!   256-bit `vpdpbusd` (the same integers as `vpmaddubsw`, `vpaddw`, `vpmaddwd`).
 //! - Q4_K and Q6_K walk each row on its own. Each 256-weight block's eight integer sums
 //!   are gathered into the eight lanes of one register (pairwise adds by `vpmaddwd`, with
 //!   `vpackssdw` between rounds), so the block pays one conversion and one or two FMAs
@@ -144,7 +146,8 @@ mod avx2 {
     }
 
     /// The kernel for `ty` over each row of `rows` (shapes checked by `dot_rows`); with
-    /// `vnni`, the K types sum their products by 256-bit `vpdpbusd` (the same integers).
+    /// `vnni`, the K and legacy types sum their products by 256-bit `vpdpbusd` (the same
+    /// integers).
     pub fn dot_rows(
         ty: GgmlType,
         rows: &[u8],
@@ -164,6 +167,18 @@ mod avx2 {
                 GgmlType::Q6_K if vnni => rows_q6_k_vnni(rows, row_bytes, x, out),
                 GgmlType::Q4_K => rows_q4_k(rows, row_bytes, x, out),
                 GgmlType::Q6_K => rows_q6_k(rows, row_bytes, x, out),
+                GgmlType::Q4_0 if vnni => {
+                    rows_legacy_vnni::<18, 2, false, false>(rows, row_bytes, x, out)
+                }
+                GgmlType::Q4_1 if vnni => {
+                    rows_legacy_vnni::<20, 4, false, true>(rows, row_bytes, x, out)
+                }
+                GgmlType::Q5_0 if vnni => {
+                    rows_legacy_vnni::<22, 6, true, false>(rows, row_bytes, x, out)
+                }
+                GgmlType::Q5_1 if vnni => {
+                    rows_legacy_vnni::<24, 8, true, true>(rows, row_bytes, x, out)
+                }
                 GgmlType::Q4_0 => rows_legacy::<18, 2, false, false>(rows, row_bytes, x, out),
                 GgmlType::Q4_1 => rows_legacy::<20, 4, false, true>(rows, row_bytes, x, out),
                 GgmlType::Q5_0 => rows_legacy::<22, 6, true, false>(rows, row_bytes, x, out),
@@ -239,21 +254,56 @@ mod avx2 {
         }
     }
 
-    #[target_feature(enable = "avx2,fma,f16c")]
-    fn rows_legacy<const BYTES: usize, const QS: usize, const FIVE: bool, const MIN: bool>(
-        rows: &[u8],
-        row_bytes: usize,
-        x: ActRow,
-        out: &mut [f32],
-    ) {
-        super::by_streams::<STREAMS>(
-            rows,
-            row_bytes,
-            out,
-            |r, v| *v = legacy::<BYTES, QS, FIVE, MIN, STREAMS>(r, x),
-            |r| legacy::<BYTES, QS, FIVE, MIN, 2>([r, r], x)[0],
-        );
+    /// `quads::<VNNI>(a, b) + quads::<VNNI>(c, d)`: with `VNNI` two chained `vpdpbusd`,
+    /// else the two `vpmaddubsw` added as i16 before one `vpmaddwd` (exact while each
+    /// i16 sum fits, which the callers' bounds give).
+    ///
+    /// # Safety
+    /// As [`quads`].
+    #[inline(always)]
+    unsafe fn quads2<const VNNI: bool>(a: __m256i, b: __m256i, c: __m256i, d: __m256i) -> __m256i {
+        // SAFETY: the features, by this function's contract.
+        unsafe {
+            if VNNI {
+                _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), a, b), c, d)
+            } else {
+                let pairs =
+                    _mm256_add_epi16(_mm256_maddubs_epi16(a, b), _mm256_maddubs_epi16(c, d));
+                _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))
+            }
+        }
     }
+
+    /// The rows of a legacy type (Q4_0, Q4_1, Q5_0, Q5_1), [`STREAMS`] at a time, their
+    /// products summed by [`quads2`] with or without `vpdpbusd`, compiled for the
+    /// features that form needs.
+    macro_rules! legacy_rows {
+        ($name:ident, $vnni:literal, $features:literal) => {
+            #[target_feature(enable = $features)]
+            fn $name<const BYTES: usize, const QS: usize, const FIVE: bool, const MIN: bool>(
+                rows: &[u8],
+                row_bytes: usize,
+                x: ActRow,
+                out: &mut [f32],
+            ) {
+                // SAFETY: this function is compiled with the features `legacy::<…, $vnni>`
+                // needs, and `dot_rows` calls it only where the CPU has them.
+                super::by_streams::<STREAMS>(
+                    rows,
+                    row_bytes,
+                    out,
+                    |r, v| *v = unsafe { legacy::<BYTES, QS, FIVE, MIN, STREAMS, $vnni>(r, x) },
+                    |r| unsafe { legacy::<BYTES, QS, FIVE, MIN, 2, $vnni>([r, r], x) }[0],
+                );
+            }
+        };
+    }
+    legacy_rows!(rows_legacy, false, "avx2,fma,f16c");
+    legacy_rows!(
+        rows_legacy_vnni,
+        true,
+        "avx2,fma,f16c,avx512f,avx512vl,avx512vnni"
+    );
 
     /// 32 bytes at `s[..32]` (bounds-checked, then an unaligned load).
     #[inline(always)]
@@ -309,68 +359,70 @@ mod avx2 {
     /// activation block's `dsums`. `R` rows at once (an even number), two to a register:
     /// a block's 16 packed bytes fill half a register, so rows `2p` and `2p + 1` share
     /// the unpacking, the multiplies and the scaling, each owning four of the eight lanes.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[inline]
-    fn legacy<
+    ///
+    /// # Safety
+    /// The CPU has AVX2, FMA and F16C (and AVX-512 VL and VNNI if `VNNI`); the caller is
+    /// compiled with them, so this inlines into it.
+    #[inline(always)]
+    unsafe fn legacy<
         const BYTES: usize,
         const QS: usize,
         const FIVE: bool,
         const MIN: bool,
         const R: usize,
+        const VNNI: bool,
     >(
         rows: [&[u8]; R],
         x: ActRow,
     ) -> [f32; R] {
         const { assert!(R.is_multiple_of(2), "legacy decode rows come in pairs") };
-        let ones = _mm256_set1_epi16(1);
-        // Lane 0 of a pair's [d₀, m₀, d₁, m₁] for the first row's four lanes, lane 2 for
-        // the second's.
-        let spread = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2);
-        let mut acc = [_mm256_setzero_ps(); R];
-        let mut acc_min = [_mm_setzero_ps(); R];
-        let blocks = rows.map(|r| r.as_chunks::<BYTES>().0);
-        let xs = x.qs.as_chunks::<32>().0.iter().zip(x.d.iter().zip(x.dsums));
-        for (b, (xq, (&dx, &dsum))) in xs.enumerate() {
-            // The first and the last 16 activations, each in both halves.
-            let x_lo = _mm256_broadcastsi128_si256(load16(&xq[..16]));
-            let x_hi = _mm256_broadcastsi128_si256(load16(&xq[16..]));
-            let (x_lo_abs, x_hi_abs) = (_mm256_abs_epi8(x_lo), _mm256_abs_epi8(x_hi));
-            let dx_dsum = _mm_setr_ps(dx, dsum, dx, dsum);
-            for p in 0..R / 2 {
-                let (ba, bb) = (&blocks[2 * p][b], &blocks[2 * p + 1][b]);
-                if b % 2 == 0 {
-                    prefetch(ba.as_ptr(), 2 * BYTES);
-                    prefetch(bb.as_ptr(), 2 * BYTES);
-                }
-                let (lo, hi) = legacy_weights::<BYTES, QS, FIVE, MIN>(ba, bb);
-                let pairs = if MIN {
-                    // q ≤ 31 unsigned: each sum at most 2·(2·31·127) = 15748.
-                    _mm256_add_epi16(
-                        _mm256_maddubs_epi16(lo, x_lo),
-                        _mm256_maddubs_epi16(hi, x_hi),
-                    )
-                } else {
-                    // |x̂| by w carrying x̂'s sign (|w| ≤ 16, so negating it is exact): each
-                    // sum at most 2·(2·16·127) = 8128.
-                    _mm256_add_epi16(
-                        _mm256_maddubs_epi16(x_lo_abs, _mm256_sign_epi8(lo, x_lo)),
-                        _mm256_maddubs_epi16(x_hi_abs, _mm256_sign_epi8(hi, x_hi)),
-                    )
-                };
-                let s = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-                // Both rows' d (and m) widened together by F16C: [d₀, m₀, d₁, m₁] (without a
-                // minimum, lanes 1 and 3 hold packed bytes, never read).
-                let word = |blk: &[u8; BYTES]| i32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]);
-                let dm = _mm_cvtph_ps(_mm_setr_epi32(word(ba), word(bb), 0, 0));
-                let scaled = _mm_mul_ps(dm, dx_dsum);
-                let scale = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(scaled), spread);
-                acc[p] = _mm256_fmadd_ps(s, scale, acc[p]);
-                if MIN {
-                    acc_min[p] = _mm_add_ps(acc_min[p], scaled);
+        // SAFETY: the features, by this function's contract; every load is bounds-checked.
+        unsafe {
+            // Lane 0 of a pair's [d₀, m₀, d₁, m₁] for the first row's four lanes, lane 2 for
+            // the second's.
+            let spread = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2);
+            let mut acc = [_mm256_setzero_ps(); R];
+            let mut acc_min = [_mm_setzero_ps(); R];
+            let blocks = rows.map(|r| r.as_chunks::<BYTES>().0);
+            let xs = x.qs.as_chunks::<32>().0.iter().zip(x.d.iter().zip(x.dsums));
+            for (b, (xq, (&dx, &dsum))) in xs.enumerate() {
+                // The first and the last 16 activations, each in both halves.
+                let x_lo = _mm256_broadcastsi128_si256(load16(&xq[..16]));
+                let x_hi = _mm256_broadcastsi128_si256(load16(&xq[16..]));
+                let (x_lo_abs, x_hi_abs) = (_mm256_abs_epi8(x_lo), _mm256_abs_epi8(x_hi));
+                let dx_dsum = _mm_setr_ps(dx, dsum, dx, dsum);
+                for p in 0..R / 2 {
+                    let (ba, bb) = (&blocks[2 * p][b], &blocks[2 * p + 1][b]);
+                    if b % 2 == 0 {
+                        prefetch(ba.as_ptr(), 2 * BYTES);
+                        prefetch(bb.as_ptr(), 2 * BYTES);
+                    }
+                    let (lo, hi) = legacy_weights::<BYTES, QS, FIVE, MIN>(ba, bb);
+                    let sums = if MIN {
+                        // q ≤ 31 unsigned: each i16 sum at most 2·(2·31·127) = 15748.
+                        quads2::<VNNI>(lo, x_lo, hi, x_hi)
+                    } else {
+                        // |x̂| by w carrying x̂'s sign (|w| ≤ 16, so negating it is exact): each
+                        // i16 sum at most 2·(2·16·127) = 8128.
+                        let (w_lo, w_hi) = (_mm256_sign_epi8(lo, x_lo), _mm256_sign_epi8(hi, x_hi));
+                        quads2::<VNNI>(x_lo_abs, w_lo, x_hi_abs, w_hi)
+                    };
+                    let s = _mm256_cvtepi32_ps(sums);
+                    // Both rows' d (and m) widened together by F16C: [d₀, m₀, d₁, m₁] (without a
+                    // minimum, lanes 1 and 3 hold packed bytes, never read).
+                    let word =
+                        |blk: &[u8; BYTES]| i32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]);
+                    let dm = _mm_cvtph_ps(_mm_setr_epi32(word(ba), word(bb), 0, 0));
+                    let scaled = _mm_mul_ps(dm, dx_dsum);
+                    let scale = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(scaled), spread);
+                    acc[p] = _mm256_fmadd_ps(s, scale, acc[p]);
+                    if MIN {
+                        acc_min[p] = _mm_add_ps(acc_min[p], scaled);
+                    }
                 }
             }
+            std::array::from_fn(|k| pair_sum::<MIN>(acc[k / 2], acc_min[k / 2], k % 2))
         }
-        std::array::from_fn(|k| pair_sum::<MIN>(acc[k / 2], acc_min[k / 2], k % 2))
     }
 
     /// The weights of one block of rows `a` and `b` as bytes, the first 16 of both blocks

@@ -1,5 +1,5 @@
 //! Tests of the decode rows: each kernel against the reference dot, at the integer bounds,
-//! with non-finite activations, and the K types' two forms bit for bit.
+//! with non-finite activations, and the two forms of the K and legacy types bit for bit.
 
 use super::super::{QuantizedRows, activation_block, dot_row_reference};
 use super::*;
@@ -26,7 +26,8 @@ fn every_decode_type_is_tested() {
 }
 
 /// The `wide` settings worth testing here: both where the CPU has AVX-512 VNNI (the
-/// 512-bit rows of Q8_0, the K types' `vpdpbusd` sums), else the AVX2 rows alone.
+/// 512-bit rows of Q8_0, the K and legacy types' `vpdpbusd` sums), else the AVX2 rows
+/// alone.
 fn widths() -> Vec<bool> {
     if has_wide_decode() {
         vec![false, true]
@@ -35,15 +36,15 @@ fn widths() -> Vec<bool> {
     }
 }
 
-/// The K types' rows give the same bits with `vpdpbusd` as with `vpmaddubsw` and
-/// `vpmaddwd`: the same integers, then the same f32 steps.
+/// The K and legacy types' rows give the same bits with `vpdpbusd` as with `vpmaddubsw`
+/// and `vpmaddwd`: the same integers, then the same f32 steps.
 #[test]
-fn k_rows_give_the_same_bits_with_vnni() {
+fn rows_give_the_same_bits_with_vnni() {
     if !has_wide_decode() {
         return;
     }
     const ROWS: usize = 5;
-    for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+    for ty in DECODE_TYPES.into_iter().filter(|&t| t != GgmlType::Q8_0) {
         let cols = 2048;
         let w = values(ROWS * cols, 9, 0.3);
         let mut bytes = Vec::new();
