@@ -150,6 +150,7 @@ impl<'a> Model<'a> {
 
     /// A fresh session for up to `capacity` positions (prompt plus generated tokens).
     pub fn session(&self, capacity: usize) -> Result<Session> {
+        crate::kernels::quant::decode::pick_rows();
         let c = &self.config;
         if capacity > c.max_position_embeddings {
             return Err(Error::Invalid(format!(

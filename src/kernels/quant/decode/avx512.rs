@@ -9,9 +9,10 @@
 //! block where the 256-bit rows gather the block's sums into one register first, and on a
 //! CPU whose 512-bit instructions run as two 256-bit halves they read slower.
 //!
-//! The integers are those of the AVX2 rows (same lanes: four products of one 16-value
-//! activation block per i32 lane); only the f32 accumulation order differs, so the tests
-//! pin these rows to the reference within the same bound as the AVX2 ones.
+//! The integers, products and f32 order are those of the 256-bit rows (four products of
+//! one 16-value activation block per i32 lane; the 256-bit rows keep even and odd blocks
+//! apart, as these keep them in two halves), so the two give the same bits, which a test
+//! pins; which of them runs is timed once a process ([`wins`]).
 
 use super::ActRow;
 use super::avx2::prefetch;
@@ -36,6 +37,52 @@ pub fn dot_rows(ty: GgmlType, rows: &[u8], row_bytes: usize, x: ActRow, out: &mu
             _ => panic!("decode kernels: no AVX-512 rows for {}", ty.name()),
         }
     }
+}
+
+/// Whether the 512-bit rows (Q8_0's, the only type that has them) read faster than the
+/// 256-bit ones on this CPU, timed once a process by [`time_the_two_forms`]. The two give
+/// the same bits (a test pins them), so which one wins changes the speed alone; where
+/// 512-bit instructions run as two 256-bit halves, the 256-bit rows with `vpdpbusd` win.
+pub fn wins() -> bool {
+    static WINS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WINS.get_or_init(time_the_two_forms)
+}
+
+/// Times Q8_0's 512-bit rows against its 256-bit ones (`vpdpbusd` sums) on one thread: a
+/// 272 KiB matrix (which stays in L2) against one token, best of several interleaved
+/// rounds of passes, about 3 ms in all. True when the 512-bit rows take less time.
+pub(super) fn time_the_two_forms() -> bool {
+    const ROWS: usize = 256;
+    const COLS: usize = 1024;
+    let values = |n: usize, salt: usize| -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 7919 + salt) % 2003) as f32 / 1001.0 - 1.0)
+            .collect()
+    };
+    let mut bytes = Vec::new();
+    crate::quant::quantize(GgmlType::Q8_0, &values(ROWS * COLS, 1), &mut bytes);
+    let mut acts = super::super::QuantizedRows::default();
+    let block = super::super::activation_block(GgmlType::Q8_0).expect("Q8_0 has an int8 dot");
+    acts.quantize(&values(COLS, 5), COLS, block);
+    let (x, row_bytes) = (acts.row(0), bytes.len() / ROWS);
+    let mut out = vec![0.0f32; ROWS];
+    let mut best = [std::time::Duration::MAX; 2];
+    for _round in 0..6 {
+        for (wide, best) in best.iter_mut().enumerate() {
+            let start = std::time::Instant::now();
+            for _pass in 0..16 {
+                match wide {
+                    1 => dot_rows(GgmlType::Q8_0, &bytes, row_bytes, x, &mut out),
+                    _ => {
+                        super::avx2::dot_rows(GgmlType::Q8_0, &bytes, row_bytes, x, &mut out, true)
+                    }
+                }
+                std::hint::black_box(&mut out);
+            }
+            *best = (*best).min(start.elapsed());
+        }
+    }
+    best[1] < best[0]
 }
 
 /// Rows walked at once ([`super::by_streams`]).

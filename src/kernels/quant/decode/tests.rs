@@ -36,28 +36,38 @@ fn widths() -> Vec<bool> {
     }
 }
 
-/// The K and legacy types' rows give the same bits with `vpdpbusd` as with `vpmaddubsw`
-/// and `vpmaddwd`: the same integers, then the same f32 steps.
+/// Every form of a type's rows gives the same bits: the K and legacy types' and Q8_0's
+/// 256-bit rows with `vpdpbusd` as with `vpmaddubsw` and `vpmaddwd` (the same integers,
+/// then the same f32 steps), and Q8_0's 256-bit rows as its 512-bit ones (the same lanes
+/// and order), with an even and an odd number of blocks.
 #[test]
-fn rows_give_the_same_bits_with_vnni() {
+fn every_form_of_the_rows_gives_the_same_bits() {
     if !has_wide_decode() {
         return;
     }
     const ROWS: usize = 5;
-    for ty in DECODE_TYPES.into_iter().filter(|&t| t != GgmlType::Q8_0) {
-        let cols = 2048;
-        let w = values(ROWS * cols, 9, 0.3);
-        let mut bytes = Vec::new();
-        quantize(ty, &w, &mut bytes);
-        let mut acts = QuantizedRows::default();
-        acts.quantize(&values(cols, 49, 2.0), cols, activation_block(ty).unwrap());
-        let bits = |wide| {
-            let mut out = [0.0f32; ROWS];
+    for ty in DECODE_TYPES {
+        let k_type = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K);
+        for cols in if k_type { vec![2048] } else { vec![2048, 2080] } {
+            let w = values(ROWS * cols, 9, 0.3);
+            let mut bytes = Vec::new();
+            quantize(ty, &w, &mut bytes);
+            let mut acts = QuantizedRows::default();
+            acts.quantize(&values(cols, 49, 2.0), cols, activation_block(ty).unwrap());
             let rb = bytes.len() / ROWS;
-            assert!(dot_rows(ty, &bytes, rb, acts.row(0), &mut out, wide));
-            out.map(f32::to_bits)
-        };
-        assert_eq!(bits(false), bits(true), "{}", ty.name());
+            let bits = |form: usize| {
+                let mut out = [0.0f32; ROWS];
+                match form {
+                    0 | 1 => avx2::dot_rows(ty, &bytes, rb, acts.row(0), &mut out, form == 1),
+                    _ => avx512::dot_rows(ty, &bytes, rb, acts.row(0), &mut out),
+                }
+                out.map(f32::to_bits)
+            };
+            assert_eq!(bits(0), bits(1), "{} cols {cols}", ty.name());
+            if crate::kernels::dispatch::kernels(ty).avx512_decode_rows {
+                assert_eq!(bits(0), bits(2), "{} cols {cols}: 512-bit rows", ty.name());
+            }
+        }
     }
 }
 
@@ -193,4 +203,19 @@ fn blocks_at_the_integer_bounds_equal_the_reference() {
             }
         }
     }
+}
+
+/// The timing that picks Q8_0's rows takes well under the 50 ms a model's load can spare
+/// (about 3 ms where measured), and whichever form it picks, the rows give the bits the
+/// test above pins.
+#[test]
+fn the_timing_of_the_two_forms_is_short() {
+    if !has_wide_decode() {
+        return;
+    }
+    let start = std::time::Instant::now();
+    let wide = avx512::time_the_two_forms();
+    let took = start.elapsed();
+    eprintln!("512-bit rows win: {wide}, timed in {took:?}");
+    assert!(took < std::time::Duration::from_millis(50), "{took:?}");
 }
