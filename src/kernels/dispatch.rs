@@ -67,8 +67,9 @@ pub struct TypeKernels {
     pub avx2_lanes: Option<(usize, usize)>,
     /// AVX2 int8 decode row kernels (one token).
     pub avx2_decode_rows: bool,
-    /// AVX-512 VNNI decode row kernels (one token, 64 weights a register), taken over the
-    /// AVX2 ones where the CPU has them and the policy allows VNNI.
+    /// AVX-512 VNNI decode row kernels (one token, 64 weights a register), which give the
+    /// AVX2 rows' bits, taken over them where the CPU has them, the policy allows VNNI and
+    /// a timing at the first session finds them faster (`quant::decode`).
     pub avx512_decode_rows: bool,
     /// AVX512_VNNI int8 row lanes (and tiles, if `vnni_tiles`), and the smallest group they
     /// beat AVX2 at.
@@ -182,12 +183,12 @@ pub fn names(ty: GgmlType, cpu: CpuFeatures) -> Vec<&'static str> {
     }
     if k.avx2_decode_rows && cpu.avx2_fma() {
         out.push("avx2 int8 decode rows");
-        if !k.avx512_decode_rows && cpu.vnni() {
+        if cpu.vnni() {
             out.push("avx2 int8 decode rows, vpdpbusd sums");
         }
     }
     if k.avx512_decode_rows && cpu.vnni() {
-        out.push("avx512 vnni decode rows");
+        out.push("avx512 vnni decode rows (same bits; taken where they time faster)");
     }
     if k.vnni_from_tokens.is_some() && cpu.vnni() {
         out.push(if k.vnni_tiles {
@@ -202,8 +203,8 @@ pub fn names(ty: GgmlType, cpu: CpuFeatures) -> Vec<&'static str> {
     out
 }
 
-/// Whether a one-token group of `ty` takes the AVX-512 VNNI decode rows on this CPU (the
-/// caller has checked that the policy allows VNNI).
+/// Whether a one-token group of `ty` may take the AVX-512 VNNI decode rows on this CPU
+/// (the caller has checked that the policy allows VNNI, and times them).
 pub fn wide_decode(ty: GgmlType) -> bool {
     kernels(ty).avx512_decode_rows && cpu().vnni()
 }

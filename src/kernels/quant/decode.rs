@@ -47,8 +47,9 @@ pub fn dot_row(ty: GgmlType, row: &[u8], x: ActRow) -> Option<f32> {
 
 /// [`dot_row`] for the consecutive rows of `rows` (`out.len()` rows of `row_bytes` bytes,
 /// which is what a decode step's row-block task holds), the shapes and the CPU checked
-/// once for them all; when `wide`, with the 512-bit rows where the dispatch table gives
-/// `ty` them on this CPU, and the K types' `vpdpbusd` sums where it has AVX-512 VNNI.
+/// once for them all; when `wide`, with the `vpdpbusd` sums where the CPU has AVX-512
+/// VNNI, and the 512-bit rows instead where the dispatch table gives `ty` them and they
+/// timed faster here (`avx512::wins`; the two give the same bits).
 /// Returns false, having done nothing, when [`has_decode`] is false.
 pub fn dot_rows(
     ty: GgmlType,
