@@ -10,7 +10,8 @@
 //!   half a register, so two rows share one register through the unpacking, the
 //!   multiplies and the scaling (about 9 vector instructions a block instead of 14).
 //!   Where AVX-512 VNNI is on, they sum a block's products by 256-bit `vpdpbusd` (the
-//!   same integers as `vpmaddubsw` then `vpmaddwd`). Q8_0 also has 512-bit rows
+//!   same integers as `vpmaddubsw` then `vpmaddwd`), Q4_0's and Q5_0's weights unsigned
+//!   from lanes that start at `−8·Σx̂` or `−16·Σx̂` (no sign trick). Q8_0 also has 512-bit rows
 //!   (`decode/avx512.rs`) that give the same bits; a short timing at the first decode
 //!   picks whichever reads faster on the CPU at hand.
 //! - Q4_K and Q6_K walk each row on its own. Each 256-weight block's eight integer sums

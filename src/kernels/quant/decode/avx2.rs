@@ -273,6 +273,17 @@ unsafe fn legacy<
             let x_lo = _mm256_broadcastsi128_si256(load16(&xq[..16]));
             let x_hi = _mm256_broadcastsi128_si256(load16(&xq[16..]));
             let (x_lo_abs, x_hi_abs) = (_mm256_abs_epi8(x_lo), _mm256_abs_epi8(x_hi));
+            // With VNNI the weights of a type without a minimum come unsigned, q, and each
+            // lane starts from −c·Σx̂ over its four activations of each half (c = 8 or 16,
+            // the same for every row): the lanes then hold Σ (q − c)·x̂, the integers of
+            // the signed form.
+            let offset = if VNNI && !MIN {
+                let c = _mm256_set1_epi8(if FIVE { 16 } else { 8 });
+                let cx = quads2::<true>(c, x_lo, c, x_hi);
+                _mm256_sub_epi32(_mm256_setzero_si256(), cx)
+            } else {
+                _mm256_setzero_si256()
+            };
             let dx_dsum = _mm_setr_ps(dx, dsum, dx, dsum);
             for p in 0..R / 2 {
                 let (ba, bb) = (&blocks[2 * p][b], &blocks[2 * p + 1][b]);
@@ -284,6 +295,8 @@ unsafe fn legacy<
                 let sums = if MIN {
                     // q ≤ 31 unsigned: each i16 sum at most 2·(2·31·127) = 15748.
                     quads2::<VNNI>(lo, x_lo, hi, x_hi)
+                } else if VNNI {
+                    _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(offset, lo, x_lo), hi, x_hi)
                 } else {
                     // |x̂| by w carrying x̂'s sign (|w| ≤ 16, so negating it is exact): each
                     // i16 sum at most 2·(2·16·127) = 8128.
@@ -308,10 +321,10 @@ unsafe fn legacy<
 }
 
 /// The weights of one block of rows `a` and `b` as bytes, the first 16 of both blocks
-/// (block `a`'s in the low half) and their last 16: unsigned `q` with a minimum,
-/// signed `q − 8` or `q − 16` without. With `VNNI` (so AVX-512 BW), the fifth bits go
-/// in as a 32-bit mask, one masked add or subtract a register, where AVX2 expands them
-/// to bytes first; the bytes are the same.
+/// (block `a`'s in the low half) and their last 16: unsigned `q` with a minimum or with
+/// `VNNI`, else signed `q − 8` or `q − 16`. With `VNNI` (so AVX-512 BW), the fifth bits
+/// go in as a 32-bit mask, one masked add a register, where AVX2 expands them to bytes
+/// first.
 ///
 /// # Safety
 /// As [`legacy`].
@@ -343,17 +356,10 @@ unsafe fn legacy_weights<
                 let set_lo = (qa & 0xffff) | (qb << 16);
                 let set_hi = (qa >> 16) | (qb & 0xffff_0000);
                 let sixteen = _mm256_set1_epi8(16);
-                return if MIN {
-                    (
-                        _mm256_mask_add_epi8(lo, set_lo, lo, sixteen),
-                        _mm256_mask_add_epi8(hi, set_hi, hi, sixteen),
-                    )
-                } else {
-                    (
-                        _mm256_mask_sub_epi8(lo, !set_lo, lo, sixteen),
-                        _mm256_mask_sub_epi8(hi, !set_hi, hi, sixteen),
-                    )
-                };
+                return (
+                    _mm256_mask_add_epi8(lo, set_lo, lo, sixteen),
+                    _mm256_mask_add_epi8(hi, set_hi, hi, sixteen),
+                );
             }
             let (set_lo, set_hi) = fifth_bits_pair(qa, qb);
             // With a minimum the fifth bit adds 16; without, a clear fifth bit makes
@@ -373,7 +379,7 @@ unsafe fn legacy_weights<
                 )
             };
             (_mm256_or_si256(lo, bits_lo), _mm256_or_si256(hi, bits_hi))
-        } else if MIN {
+        } else if MIN || VNNI {
             (lo, hi)
         } else {
             let eight = _mm256_set1_epi8(8);
