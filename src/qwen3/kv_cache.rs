@@ -72,6 +72,11 @@ impl KvCache {
     /// Stores layer `layer`'s key and value of position `pos` (`len ≤ pos < capacity`),
     /// each `[kv_heads · head_dim]`, head by head into its own rows.
     pub fn write(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
+        // Past the capacity a head's rows would run into the next head's: refuse.
+        assert!(
+            pos < self.capacity,
+            "KV cache: position {pos} past the capacity"
+        );
         let d = self.head_dim;
         for (g, (kh, vh)) in k.chunks_exact(d).zip(v.chunks_exact(d)).enumerate() {
             let at = (g * self.capacity + pos) * d;
@@ -83,6 +88,10 @@ impl KvCache {
     /// KV head `g` of layer `layer` for positions `0..end`: its keys and values, `[end,
     /// head_dim]` each, contiguous.
     pub fn head(&self, layer: usize, g: usize, end: usize) -> KvHead<'_> {
+        assert!(
+            end <= self.capacity,
+            "KV cache: {end} positions past the capacity"
+        );
         let at = g * self.capacity * self.head_dim;
         let n = end * self.head_dim;
         KvHead {
@@ -102,5 +111,43 @@ impl KvCache {
     /// Forgets everything (the buffers stay allocated).
     pub fn clear(&mut self) {
         self.len = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Heads keep their own rows: what a position writes for head g is what head g reads
+    /// back, and no other head sees it.
+    #[test]
+    fn each_head_reads_back_its_own_rows() {
+        let (heads, d, capacity) = (3, 4, 5);
+        let mut cache = KvCache::new(2, heads, d, capacity);
+        for pos in 0..capacity {
+            let k: Vec<f32> = (0..heads * d).map(|i| (100 * pos + i) as f32).collect();
+            let v: Vec<f32> = k.iter().map(|x| -x).collect();
+            cache.write(1, pos, &k, &v);
+        }
+        for g in 0..heads {
+            let head = cache.head(1, g, capacity);
+            for pos in 0..capacity {
+                let want = (100 * pos + g * d) as f32;
+                assert_eq!(head.keys[pos * d], want, "head {g} position {pos}");
+                assert_eq!(head.values[pos * d + d - 1], -(want + (d - 1) as f32));
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "past the capacity")]
+    fn a_read_past_the_capacity_is_refused() {
+        KvCache::new(1, 2, 4, 3).head(0, 0, 4);
+    }
+
+    #[test]
+    #[should_panic(expected = "past the capacity")]
+    fn a_write_past_the_capacity_is_refused() {
+        KvCache::new(1, 2, 4, 3).write(0, 3, &[0.0; 8], &[0.0; 8]);
     }
 }
