@@ -9,11 +9,12 @@
 //!   runs on through consecutive rows. A legacy block packs its 32 weights in 16 bytes,
 //!   half a register, so two rows share one register through the unpacking, the
 //!   multiplies and the scaling (about 9 vector instructions a block instead of 14).
-//!   Where AVX-512 VNNI is on, they sum a block's products by 256-bit `vpdpbusd` (the
-//!   same integers as `vpmaddubsw` then `vpmaddwd`), Q4_0's and Q5_0's weights unsigned
-//!   from lanes that start at `−8·Σx̂` or `−16·Σx̂` (no sign trick). Q8_0 also has
-//!   512-bit rows (`decode/avx512.rs`) that give the same bits; a short timing when the
-//!   first session is made picks whichever reads faster on the CPU at hand.
+//!   Q4_0's and Q5_0's weights go in unsigned, to lanes that start at `−8·Σx̂` or
+//!   `−16·Σx̂` (no sign trick). Where AVX-512 VNNI is on, the rows sum a block's
+//!   products by 256-bit `vpdpbusd` (the same integers as `vpmaddubsw` then
+//!   `vpmaddwd`). Q8_0 also has 512-bit rows (`decode/avx512.rs`) that give the same
+//!   bits; a short timing when the first session is made picks whichever reads faster
+//!   on the CPU at hand.
 //! - Q4_K and Q6_K walk each row on its own. Each 256-weight block's eight integer sums
 //!   are gathered into the eight lanes of one register (pairwise adds by `vpmaddwd`, with
 //!   `vpackssdw` between rounds), so the block pays one conversion and one or two FMAs

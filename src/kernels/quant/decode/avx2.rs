@@ -237,7 +237,7 @@ pub(super) fn prefetch(p: *const u8, bytes: usize) {
 /// Q4_0, Q4_1, Q5_0, Q5_1: blocks of `BYTES` bytes, `d` first, the 16 bytes of packed
 /// nibbles at `QS` (low nibbles the first 16 weights), the 32 fifth bits just before
 /// them when `FIVE`, a minimum `m` at byte 2 when `MIN`. Without a minimum the weights
-/// are signed, `q − 8` or `q − 16`, and each block adds `d·dx·Σ w·x̂`; with one they are
+/// are `q − c` (c = 8 or 16), and each block adds `d·dx·Σ (q − c)·x̂`; with one they are
 /// `d·q + m` and each block adds `d·dx·Σ q·x̂ + m·(dx·Σ x̂)`, the bracket being the
 /// activation block's `dsums`. `R` rows at once (an even number), two to a register:
 /// a block's 16 packed bytes fill half a register, so rows `2p` and `2p + 1` share
@@ -272,17 +272,14 @@ unsafe fn legacy<
             // The first and the last 16 activations, each in both halves.
             let x_lo = _mm256_broadcastsi128_si256(load16(&xq[..16]));
             let x_hi = _mm256_broadcastsi128_si256(load16(&xq[16..]));
-            let (x_lo_abs, x_hi_abs) = (_mm256_abs_epi8(x_lo), _mm256_abs_epi8(x_hi));
-            // With VNNI the weights of a type without a minimum come unsigned, q, and each
-            // lane starts from −c·Σx̂ over its four activations of each half (c = 8 or 16,
-            // the same for every row): the lanes then hold Σ (q − c)·x̂, the integers of
-            // the signed form.
-            let offset = if VNNI && !MIN {
-                let c = _mm256_set1_epi8(if FIVE { 16 } else { 8 });
-                let cx = quads2::<true>(c, x_lo, c, x_hi);
-                _mm256_sub_epi32(_mm256_setzero_si256(), cx)
-            } else {
+            // The weights come unsigned, q ≤ 31; for a type without a minimum each lane
+            // starts from −c·Σx̂ over its four activations of each half (c = 8 or 16, the
+            // same for every row), so the lanes hold Σ (q − c)·x̂, the signed integers.
+            let offset = if MIN {
                 _mm256_setzero_si256()
+            } else {
+                let c = _mm256_set1_epi8(if FIVE { 16 } else { 8 });
+                _mm256_sub_epi32(_mm256_setzero_si256(), quads2::<VNNI>(c, x_lo, c, x_hi))
             };
             let dx_dsum = _mm_setr_ps(dx, dsum, dx, dsum);
             for p in 0..R / 2 {
@@ -292,16 +289,11 @@ unsafe fn legacy<
                     prefetch(bb.as_ptr(), 2 * BYTES);
                 }
                 let (lo, hi) = legacy_weights::<BYTES, QS, FIVE, MIN, VNNI>(ba, bb);
-                let sums = if MIN {
-                    // q ≤ 31 unsigned: each i16 sum at most 2·(2·31·127) = 15748.
-                    quads2::<VNNI>(lo, x_lo, hi, x_hi)
-                } else if VNNI {
+                let sums = if VNNI {
                     _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(offset, lo, x_lo), hi, x_hi)
                 } else {
-                    // |x̂| by w carrying x̂'s sign (|w| ≤ 16, so negating it is exact): each
-                    // i16 sum at most 2·(2·16·127) = 8128.
-                    let (w_lo, w_hi) = (_mm256_sign_epi8(lo, x_lo), _mm256_sign_epi8(hi, x_hi));
-                    quads2::<VNNI>(x_lo_abs, w_lo, x_hi_abs, w_hi)
+                    // q ≤ 31 by |x̂| ≤ 128: each i16 sum at most 2·(2·31·128) = 15872.
+                    _mm256_add_epi32(quads2::<false>(lo, x_lo, hi, x_hi), offset)
                 };
                 let s = _mm256_cvtepi32_ps(sums);
                 // Both rows' d (and m) widened together by F16C: [d₀, m₀, d₁, m₁] (without a
@@ -321,8 +313,8 @@ unsafe fn legacy<
 }
 
 /// The weights of one block of rows `a` and `b` as bytes, the first 16 of both blocks
-/// (block `a`'s in the low half) and their last 16: unsigned `q` with a minimum or with
-/// `VNNI`, else signed `q − 8` or `q − 16`. With `VNNI` (so AVX-512 BW), the fifth bits
+/// (block `a`'s in the low half) and their last 16, unsigned `q` (the caller subtracts
+/// `c·Σx̂` for a type without a minimum). With `VNNI` (so AVX-512 BW), the fifth bits
 /// go in as a 32-bit mask, one masked add a register, where AVX2 expands them to bytes
 /// first.
 ///
@@ -362,28 +354,14 @@ unsafe fn legacy_weights<
                 );
             }
             let (set_lo, set_hi) = fifth_bits_pair(qa, qb);
-            // With a minimum the fifth bit adds 16; without, a clear fifth bit makes
-            // the byte q − 16 < 0 as a signed byte (high nibble 0xF), a set one
-            // q − 16 = the low nibble.
-            let (bits_lo, bits_hi) = if MIN {
-                let sixteen = _mm256_set1_epi8(16);
-                (
-                    _mm256_and_si256(set_lo, sixteen),
-                    _mm256_and_si256(set_hi, sixteen),
-                )
-            } else {
-                let high = _mm256_set1_epi8(0xF0u8 as i8);
-                (
-                    _mm256_andnot_si256(set_lo, high),
-                    _mm256_andnot_si256(set_hi, high),
-                )
-            };
+            let sixteen = _mm256_set1_epi8(16);
+            let (bits_lo, bits_hi) = (
+                _mm256_and_si256(set_lo, sixteen),
+                _mm256_and_si256(set_hi, sixteen),
+            );
             (_mm256_or_si256(lo, bits_lo), _mm256_or_si256(hi, bits_hi))
-        } else if MIN || VNNI {
-            (lo, hi)
         } else {
-            let eight = _mm256_set1_epi8(8);
-            (_mm256_sub_epi8(lo, eight), _mm256_sub_epi8(hi, eight))
+            (lo, hi)
         }
     }
 }
@@ -441,15 +419,27 @@ unsafe fn q8_0<const VNNI: bool>(rows: [&[u8]; 4], x: ActRow) -> [f32; 4] {
     unsafe {
         // acc[0][k] sums row k's even blocks, acc[1][k] its odd ones.
         let mut acc = [[_mm256_setzero_ps(); 4]; 2];
-        // Fixed-size chunks, so the compiler sees every slice's length.
-        let blocks = rows.map(|r| r.as_chunks::<34>().0);
-        let (xs, ds) = (x.qs.as_chunks::<32>().0, x.d.as_chunks::<2>().0);
-        let block = |b: usize| std::array::from_fn(|k| &blocks[k][b]);
-        for b in (0..xs.len()).step_by(2) {
-            q8_0_block::<VNNI>(block(b), &xs[b], &ds[b], &mut acc[0]);
-            if b + 1 < xs.len() {
-                q8_0_block::<VNNI>(block(b + 1), &xs[b + 1], &ds[b + 1], &mut acc[1]);
-            }
+        // Two blocks a chunk, every slice cut to the same length, so the compiler sees
+        // each index is in bounds.
+        let (xs, x_last) = x.qs.as_chunks::<64>();
+        let pairs = xs.len();
+        let ds = &x.d.as_chunks::<4>().0[..pairs];
+        let blocks = rows.map(|r| &r.as_chunks::<68>().0[..pairs]);
+        for p in 0..pairs {
+            let [d_even, d_odd] = [0, 2].map(|h| ds[p][h..h + 2].try_into().unwrap());
+            let half = |h: usize| {
+                std::array::from_fn(|k| blocks[k][p][34 * h..][..34].try_into().unwrap())
+            };
+            let [x_even, x_odd] = [0, 32].map(|h| xs[p][h..h + 32].try_into().unwrap());
+            q8_0_block::<VNNI>(half(0), x_even, d_even, &mut acc[0]);
+            q8_0_block::<VNNI>(half(1), x_odd, d_odd, &mut acc[1]);
+        }
+        if !x_last.is_empty() {
+            // An odd count of blocks: the last is an even one.
+            let b = 2 * pairs;
+            let blk = std::array::from_fn(|k| &rows[k].as_chunks::<34>().0[b]);
+            let (xq, d) = (&x.qs.as_chunks::<32>().0[b], &x.d.as_chunks::<2>().0[b]);
+            q8_0_block::<VNNI>(blk, xq, d, &mut acc[0]);
         }
         let [even, odd] = acc;
         std::array::from_fn(|k| hsum8(_mm256_add_ps(even[k], odd[k])))
