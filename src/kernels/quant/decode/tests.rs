@@ -167,7 +167,7 @@ fn a_non_finite_activation_gives_nan() {
 }
 
 /// Blocks at the integer bounds: every Q4_K nibble 15 and every Q6_K value 63 at the
-/// largest scales, against activations that all quantise to 127 (the sums a 16-bit
+/// largest scales, the unsigned legacy weights at both ends, against activations that all quantise to 127 (the sums a 16-bit
 /// lane or a wrapped add would get wrong), and with alternating signs.
 #[test]
 fn blocks_at_the_integer_bounds_equal_the_reference() {
@@ -178,11 +178,25 @@ fn blocks_at_the_integer_bounds_equal_the_reference() {
     let mut q6_k = [0xffu8; 210];
     q6_k[192..208].fill(0x80); // every scale −128
     q6_k[208..].copy_from_slice(&one);
-    for (ty, block) in [(GgmlType::Q4_K, &q4_k[..]), (GgmlType::Q6_K, &q6_k[..])] {
+    // Q5_0 with every weight 31 (unsigned, the largest) and with every weight 0 (q − 16 =
+    // −16); Q4_0 with every weight 15.
+    let mut q5_0_high = [0xffu8; 22];
+    q5_0_high[..2].copy_from_slice(&one);
+    let mut q5_0_low = [0u8; 22];
+    q5_0_low[..2].copy_from_slice(&one);
+    let mut q4_0 = [0xffu8; 18];
+    q4_0[..2].copy_from_slice(&one);
+    for (ty, block) in [
+        (GgmlType::Q4_K, &q4_k[..]),
+        (GgmlType::Q6_K, &q6_k[..]),
+        (GgmlType::Q5_0, &q5_0_high[..]),
+        (GgmlType::Q5_0, &q5_0_low[..]),
+        (GgmlType::Q4_0, &q4_0[..]),
+    ] {
         if !has_decode(ty) {
             continue;
         }
-        let row = block.repeat(4);
+        let row = block.repeat(1024 / ty.block_size());
         for sign in [1.0f32, -1.0] {
             let x: Vec<f32> = (0..1024)
                 .map(|i| if i % 3 == 0 { sign } else { 1.0 })
